@@ -1,0 +1,150 @@
+"""Single process, single thread, multiple clients (select).
+
+The one idea: select() waits on the listening socket and every client at once
+and says which are readable, so one thread serves many clients in turn.
+Trade-off: sends still block, so one client that stops reading stalls all the
+others (echo_selectors.py fixes that), and select() cannot watch descriptors
+past FD_SETSIZE (1024), so clients beyond that are refused.
+Run: python3 echo_select.py [--port 7777], then python3 client.py
+Builds on: echo_simple.py.
+"""
+import argparse
+import contextlib
+import errno
+import os
+import select
+import signal
+import socket
+import sys
+
+BACKLOG = 256  # the article's backlog
+BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
+LOG_BYTES = 64  # a log line shows at most this much of a chunk
+FD_SETSIZE = 1024  # select() fails on a descriptor at or above this
+
+QUIET = False
+WORK = 0
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(fmt.format(*args) + "\n", end="", flush=True)
+
+
+def create_server_socket(host, port):
+    server_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind((host, port))
+    server_sock.listen(BACKLOG)
+    return server_sock
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, free the spare, take the pending
+    connection with it and close it: the client hears at once, and accept()
+    does not spin on a connection it can never take."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
+            return  # the client left before we took it
+        raise error
+    log("Accept:{}: connection shed", error.strerror)
+    spare_fd.close()
+    with contextlib.suppress(OSError):
+        server_sock.accept()[0].close()
+    spare_fd = open(os.devnull, "rb")
+
+
+def accept_loop(server_sock):
+    log("Ready For Accept")
+    descriptors = [server_sock]
+    while True:
+        log("Descriptor Count:{}", len(descriptors) - 1)
+        readable, _, _ = select.select(descriptors, [], [])
+        for sock in readable:
+            if sock is server_sock:
+                try:
+                    new_sock, (remote_host, remote_port) = server_sock.accept()
+                except OSError as e:
+                    shed_connection(server_sock, e)
+                    continue
+                # The article's max_descriptor closed the listening socket; refuse just this client.
+                if new_sock.fileno() >= FD_SETSIZE:
+                    log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), FD_SETSIZE)
+                    new_sock.close()
+                    continue
+                log("[FD:{}]Accept:{}:{}", new_sock.fileno(), remote_host, remote_port)
+                descriptors.append(new_sock)
+            elif not send_recv(sock):
+                descriptors.remove(sock)
+                sock.close()
+
+
+def send_recv(sock):
+    """Echo one chunk; False once the client has closed or failed."""
+    fd = sock.fileno()
+    try:
+        data = sock.recv(BUFSIZE)
+        if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
+            log("[FD:{}]Recv:EOF", fd)
+            return False
+        log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+        sum(range(WORK))  # --work: the CPU cost of handling a chunk
+        # sendall() blocks until every byte is out: while one client is slow to
+        # read, no other client is served. That is this pattern's limit.
+        sock.sendall(data)
+        return True
+    except OSError as e:  # a reset or vanished client ends only its own connection
+        log("[FD:{}]Error:{}", fd, e.strerror)
+        return False
+
+
+def number(low, high):
+    """An argparse type: a whole number from low to high."""
+    def parse(text):
+        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
+        return int(text)
+    return parse
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on; 0.0.0.0 exposes the server to your network (default: %(default)s)")
+    parser.add_argument("--port", type=number(0, 65535), default=7777,
+                        help="TCP port; 0 picks any free one (default: %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    return parser.parse_args()
+
+
+def main():
+    global QUIET, WORK, spare_fd
+    args = parse_args()
+    QUIET, WORK = args.quiet, args.work
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
+    # even where a shell started it with SIGINT ignored.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.default_int_handler)
+    try:
+        server_sock = create_server_socket(args.host, args.port)
+    except OSError as e:
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+    spare_fd = open(os.devnull, "rb")
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    with server_sock:
+        try:
+            accept_loop(server_sock)
+        except KeyboardInterrupt:
+            log("Shutdown")
+
+
+if __name__ == "__main__":
+    main()
