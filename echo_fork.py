@@ -19,6 +19,8 @@ import sys
 BACKLOG = 256  # the article's backlog
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
 
 QUIET = False
 WORK = 0
@@ -65,24 +67,29 @@ def accept_loop(server_sock):
         except OSError as e:
             shed_connection(server_sock, e)
             continue
+        # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
+        # bookkeeping is done (the parent has noted the pid, the child is in try).
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
         try:
             pid = os.fork()
         except OSError as e:  # the article tested pid < 0; os.fork() raises instead
             log("Fork:{}: connection shed", e.strerror)
-            new_sock.close()
-            continue
+            pid = None
         if pid == 0:
             # Child process: serve this one client, then leave with os._exit() so
             # the parent's loop and clean-up never run here.
             server_sock.close()
             try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
                 send_recv_loop(new_sock)
             except KeyboardInterrupt:
                 pass
             finally:
                 os._exit(0)
-        children.add(pid)
-        log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)
+        if pid:
+            children.add(pid)
+            log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         new_sock.close()  # the child has its own copy
 
 
@@ -114,14 +121,21 @@ def reap_children(signum, frame):
 
 
 def stop_children():
-    """Ask every child to finish, and wait until all have."""
+    """Ask every child to finish and wait for all of them. One still there after
+    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(ChildProcessError):
         while True:
-            os.wait()
+            children.discard(os.wait()[0])
 
 
 def number(low, high):
@@ -155,7 +169,7 @@ def main():
     QUIET, WORK = args.quiet, args.work
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
     # even where a shell started it with SIGINT ignored.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     signal.signal(signal.SIGCHLD, reap_children)
     try:
@@ -168,7 +182,7 @@ def main():
         try:
             accept_loop(server_sock)
         except KeyboardInterrupt:
-            for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
+            for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
                 signal.signal(signum, signal.SIG_IGN)
             log("Shutdown")
             stop_children()

@@ -22,6 +22,8 @@ import tempfile
 BACKLOG = 256  # the article's backlog
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
 WORKERS = 10  # the article's number of children
 
 QUIET = False
@@ -48,13 +50,20 @@ def create_server_socket(host, port):
 
 
 def stop_children():
-    """Ask every child to finish, and wait until all have."""
+    """Ask every child to finish and wait for all of them. One still there after
+    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(ChildProcessError):
         while True:
-            os.wait()
+            children.discard(os.wait()[0])
 
 
 def shed_connection(server_sock, error):
@@ -111,16 +120,21 @@ def send_recv_loop(sock):
 
 def start_worker(server_sock):
     """Fork one worker; it leaves with os._exit() so it never runs the parent's code."""
+    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
+    # bookkeeping is done (the parent has noted the pid, the child is in try).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             accept_loop(server_sock)
         except KeyboardInterrupt:
-            # How many connections this worker took: the lock's spread across workers.
+            # How many connections this worker took: the spread across workers.
             print("[PID:{}]Accepted:{}\n".format(os.getpid(), accepted), end="", file=sys.stderr, flush=True)
         finally:
             os._exit(0)
     children.add(pid)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def number(low, high):
@@ -156,7 +170,7 @@ def main():
     QUIET, WORK = args.quiet, args.work
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
     # even where a shell started it with SIGINT ignored.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
         server_sock = create_server_socket(args.host, args.port)
@@ -168,10 +182,10 @@ def main():
     # The socket already listens: connections wait in its backlog until a worker takes them.
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     log("Ready For Accept")
-    for _ in range(args.workers):
-        start_worker(server_sock)
     with server_sock:
         try:
+            for _ in range(args.workers):
+                start_worker(server_sock)
             while True:
                 # The article waited for one child only; wait for each, and replace it.
                 pid, status = os.wait()
@@ -179,7 +193,7 @@ def main():
                 log("[PID:{}]Exit:{}: starting another worker", pid, status)
                 start_worker(server_sock)
         except KeyboardInterrupt:
-            for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
+            for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
                 signal.signal(signum, signal.SIG_IGN)
             log("Shutdown")
             stop_children()

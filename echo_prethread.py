@@ -134,10 +134,10 @@ def main():
     # Daemon threads: Ctrl-C need not wait for clients that stay connected.
     threads = [threading.Thread(target=accept_thread, args=(server_sock,), daemon=True)
                for _ in range(args.workers)]
-    for thread in threads:
-        thread.start()
     with server_sock:
         try:
+            for thread in threads:
+                thread.start()
             for thread in threads:
                 thread.join()  # Ctrl-C interrupts this wait
         except KeyboardInterrupt:

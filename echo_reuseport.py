@@ -23,6 +23,8 @@ import sys
 BACKLOG = 256  # the article's backlog
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
+STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 WORKERS = os.cpu_count() or 1  # one worker per core
 
@@ -128,26 +130,38 @@ def send_recv(selector, client, events):
 def start_worker(server_sock):
     """Fork one worker for this socket; it leaves with os._exit(), never running the parent's code.
     It inherits the other workers' sockets too, but never accepts on them."""
+    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
+    # bookkeeping is done (the parent has noted the pid, the child is in try).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
         try:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             accept_loop(server_sock)
         except KeyboardInterrupt:
-            # How many connections this worker took: the lock's spread across workers.
+            # How many connections this worker took: the spread across workers.
             print("[PID:{}]Accepted:{}\n".format(os.getpid(), accepted), end="", file=sys.stderr, flush=True)
         finally:
             os._exit(0)
     children[pid] = server_sock
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def stop_children():
-    """Ask every child to finish, and wait until all have."""
+    """Ask every child to finish and wait for all of them. One still there after
+    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     with contextlib.suppress(ChildProcessError):
         while True:
-            os.wait()
+            children.pop(os.wait()[0], None)
 
 
 def number(low, high):
@@ -183,7 +197,7 @@ def main():
     QUIET, WORK = args.quiet, args.work
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
     # even where a shell started it with SIGINT ignored.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
         # One socket per worker, the first on the port asked for, the others on the port it got.
@@ -196,15 +210,15 @@ def main():
     # Every socket already listens: connections wait in its backlog until its worker takes them.
     print("Server Run Port:{}".format(port), flush=True)
     log("Ready For Accept")
-    for server_sock in server_socks:
-        start_worker(server_sock)
     try:
+        for server_sock in server_socks:
+            start_worker(server_sock)
         while True:
             pid, status = os.wait()
             log("[PID:{}]Exit:{}: starting another worker", pid, status)
             start_worker(children.pop(pid))
     except KeyboardInterrupt:
-        for signum in (signal.SIGINT, signal.SIGTERM):  # a second Ctrl-C must not cut the clean-up short
+        for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
             signal.signal(signum, signal.SIG_IGN)
         log("Shutdown")
         stop_children()

@@ -1,0 +1,20 @@
+import pytest
+
+from helpers import Server
+
+
+@pytest.fixture
+def start_server(tmp_path):
+    """start_server(script, *args, rlimit_nofile=None) -> a running Server; all are killed at the end."""
+    started = []
+
+    def start(script, *args, rlimit_nofile=None):
+        folder = tmp_path / "run{}".format(len(started))
+        folder.mkdir()
+        server = Server(script, folder, args, rlimit_nofile)
+        started.append(server)  # killed at the end even if it never prints its port
+        return server.wait_for_port()
+
+    yield start
+    for server in started:
+        server.kill()

@@ -1,0 +1,163 @@
+"""What the tests share: starting a server, talking to it, and looking at its processes."""
+import os
+import resource
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERVERS = sorted(p.name for p in ROOT.glob("echo_*.py"))
+PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
+SELECT_SERVERS = {"echo_select.py", "echo_select_pool.py"}
+TIMEOUT = 10.0  # the bound on any single wait in the tests
+
+
+def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
+    """Poll predicate() until it returns something true, at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+class Server:
+    """One echo server started as a subprocess from a copy of its script in an empty folder."""
+
+    def __init__(self, script, folder, args=(), rlimit_nofile=None):
+        self.script = script
+        copy = Path(folder) / script
+        shutil.copy(ROOT / script, copy)  # proves the file runs alone
+        self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
+        limit = None if rlimit_nofile is None else (lambda: resource.setrlimit(
+            resource.RLIMIT_NOFILE, (rlimit_nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, str(copy), "--port", "0", *args], cwd=folder,
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                         start_new_session=True, preexec_fn=limit)
+        self.pid = self.proc.pid
+
+    def wait_for_port(self):
+        """Read the port from the server's first line, waiting a bounded time for it."""
+        wait_until(lambda: "\n" in self.stdout() or self.proc.poll() is not None)
+        line = self.stdout().split("\n", 1)[0]
+        assert line.startswith("Server Run Port:"), "no port line from {}: {!r} {!r}".format(
+            self.script, self.stdout(), self.stderr())
+        self.port = int(line.split(":")[1])
+        return self
+
+    def stdout(self):
+        return self.out_path.read_text(errors="replace")
+
+    def stderr(self):
+        return self.err_path.read_text(errors="replace")
+
+    def connect(self, timeout=TIMEOUT):
+        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+
+    def stop(self, signum=signal.SIGTERM, timeout=TIMEOUT):
+        """Send signum; return the exit status, or None if it did not exit in time."""
+        self.proc.send_signal(signum)
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        """SIGKILL the server's whole process group (it was started as its own session)."""
+        try:
+            os.killpg(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(TIMEOUT)
+
+    def cpu_seconds(self):
+        return group_cpu_seconds(self.pid)
+
+
+def proc_stats():
+    """(pid, ppid, pgrp, state, cpu seconds) for every process on the machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open("/proc/{}/stat".format(entry)) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After the name: state ppid pgrp session ... utime(12) stime(13) cutime(14) cstime(15)
+        cpu = sum(int(x) for x in fields[11:15]) / tick
+        yield int(entry), int(fields[1]), int(fields[2]), fields[0], cpu
+
+
+def group_pids(pgid):
+    return [pid for pid, _, pgrp, _, _ in proc_stats() if pgrp == pgid]
+
+
+def children_of(pid, states="RSD"):
+    return sorted(p for p, ppid, _, state, _ in proc_stats() if ppid == pid and state in states)
+
+
+def group_cpu_seconds(pgid):
+    return sum(cpu for _, _, pgrp, _, cpu in proc_stats() if pgrp == pgid)
+
+
+def exchange(sock, payload, chunk=65536):
+    """Write payload from a thread while reading here: return what came back
+    (stopping at len(payload) bytes, EOF, or the socket's timeout)."""
+    def writer():
+        try:
+            view = memoryview(payload)
+            for start in range(0, len(view), chunk):
+                sock.sendall(view[start:start + chunk])
+        except OSError:
+            pass
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    received = bytearray()
+    try:
+        while len(received) < len(payload):
+            data = sock.recv(1 << 20)
+            if not data:
+                break
+            received += data
+    except OSError:
+        pass
+    thread.join(TIMEOUT)
+    return bytes(received)
+
+
+def roundtrip(server, payload):
+    """Connect, echo payload, half-close; return (echoed bytes, whether the server then closed)."""
+    with server.connect() as sock:
+        echoed = exchange(sock, payload)
+        sock.shutdown(socket.SHUT_WR)
+        try:
+            closed = sock.recv(1) == b""
+        except OSError:
+            closed = False
+    return echoed, closed
+
+
+def reset(sock):
+    """Close sock with a TCP reset instead of the orderly FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def port_is_free(port):
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True

@@ -1,0 +1,219 @@
+"""The contract every echo_*.py keeps, checked on each server started with --port 0."""
+import os
+import random
+import resource
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import (PROCESS_SERVERS, ROOT, SELECT_SERVERS, SERVERS, TIMEOUT, children_of, exchange,
+                     group_pids, port_is_free, reset, roundtrip, wait_until)
+
+every_server = pytest.mark.parametrize("script", SERVERS)
+
+
+def run_script(script, *args, timeout=TIMEOUT):
+    return subprocess.run([sys.executable, str(ROOT / script), *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@every_server
+def test_help_documents_every_flag(script):
+    result = run_script(script, "--help")
+    assert result.returncode == 0
+    for flag in ("--host", "--port", "-q", "--work", "127.0.0.1", "7777"):
+        assert flag in result.stdout
+    with open(ROOT / script) as f:
+        if "WORKERS" in f.read():
+            assert "--workers" in result.stdout
+
+
+@every_server
+@pytest.mark.parametrize("args", [["--port", "abc"], ["--port", "70000"], ["--port", "-5"], ["--work", "x"],
+                                  ["--bogus"]])
+def test_bad_argument_is_one_clear_line(script, args):
+    result = run_script(script, *args)
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "error" in lines[0] and "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+@every_server
+def test_port_in_use_is_one_clear_line(script, start_server):
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    with holder:
+        result = run_script(script, "--port", str(holder.getsockname()[1]))
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "in use" in result.stderr and "Traceback" not in result.stderr
+
+
+@every_server
+def test_large_binary_stream_comes_back_exact(script, start_server):
+    server = start_server(script, "-q")
+    payload = os.urandom(4 * 1024 * 1024)
+    echoed, closed = roundtrip(server, payload)
+    assert len(echoed) == len(payload) and echoed == payload
+    assert closed, "after a half-close the server sends what remains and closes"
+
+
+@every_server
+def test_pipelined_messages_come_back_in_order(script, start_server):
+    server = start_server(script, "-q")
+    rng = random.Random(7)
+    messages = [bytes([i % 251]) * rng.randint(1, 3000) for i in range(3000)]
+    with server.connect() as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        echoed = pipelined(sock, messages)
+    assert echoed == b"".join(messages)
+
+
+def pipelined(sock, messages):
+    """One send per message, none waiting for a reply, while this thread reads."""
+    total = sum(map(len, messages))
+
+    def writer():
+        for message in messages:
+            sock.sendall(message)
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    received = bytearray()
+    while len(received) < total:
+        data = sock.recv(1 << 16)
+        if not data:
+            break
+        received += data
+    thread.join(TIMEOUT)
+    return bytes(received)
+
+
+@every_server
+def test_half_close_gets_the_rest_then_eof(script, start_server):
+    server = start_server(script, "-q")
+    with server.connect() as sock:
+        sock.sendall(b"last words")
+        sock.shutdown(socket.SHUT_WR)
+        received = b""
+        while True:
+            data = sock.recv(100)
+            if not data:
+                break
+            received += data
+    assert received == b"last words"
+
+
+@every_server
+def test_concurrent_clients(script, start_server):
+    server = start_server(script, "-q")
+    # echo_simple serves one client at a time: more than its backlog would wait on SYN retries.
+    count = 5 if script == "echo_simple.py" else 50
+    results = {}
+
+    def client(n):
+        with server.connect() as sock:
+            for round_ in range(5):
+                message = "client {} round {} ".format(n, round_).encode() * 20
+                results[n, round_] = exchange(sock, message) == message
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT * 2)
+    assert len(results) == count * 5 and all(results.values())
+
+
+@pytest.mark.parametrize("script", [s for s in SERVERS if s != "echo_simple.py"])
+def test_idle_client_does_not_block_others(script, start_server):
+    server = start_server(script, "-q")
+    with server.connect() as idle, server.connect() as busy:
+        idle.sendall(b"x")  # half a conversation, then silence
+        assert exchange(busy, b"hello") == b"hello"
+        assert idle.recv(10) == b"x"
+
+
+def test_simple_serves_one_client_at_a_time(start_server):
+    server = start_server("echo_simple.py", "-q")
+    with server.connect() as first, server.connect(timeout=0.5) as second:
+        assert exchange(first, b"first") == b"first"
+        second.sendall(b"second")
+        with pytest.raises(socket.timeout):
+            second.recv(100)  # queued behind the first client
+        first.close()
+        second.settimeout(TIMEOUT)
+        assert exchange(second, b"") == b"" and second.recv(100) == b"second"
+
+
+@every_server
+def test_resets_and_vanishing_clients_do_not_stop_the_server(script, start_server):
+    server = start_server(script, "-q")
+    for _ in range(3):
+        sock = server.connect()
+        sock.sendall(b"a" * 1000)
+        reset(sock)
+    # A client that sends 2 MiB, reads a little of the reply and vanishes with a reset.
+    sock = server.connect()
+    sock.sendall(os.urandom(2 * 1024 * 1024))
+    sock.recv(65536)
+    reset(sock)
+    # One that sends 4 MiB at once and reads it all.
+    payload = os.urandom(4 * 1024 * 1024)
+    echoed, _ = roundtrip(server, payload)
+    assert echoed == payload
+    assert server.proc.poll() is None
+    assert roundtrip(server, b"still here") == (b"still here", True)
+
+
+@every_server
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_signal_with_clients_connected_exits_cleanly(script, signum, start_server):
+    server = start_server(script, "-q")
+    clients = [server.connect() for _ in range(3)]
+    assert exchange(clients[0], b"hi") == b"hi"
+    clients[1].sendall(b"pending")
+    started = time.monotonic()
+    status = server.stop(signum)
+    elapsed = time.monotonic() - started
+    for sock in clients:
+        sock.close()
+    assert status == 0, server.stderr()
+    assert elapsed < 3, "the contract says within a second; this bound leaves room for a loaded machine"
+    assert "Traceback" not in server.stderr()
+    assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a child process was left behind"
+    assert port_is_free(server.port)
+
+
+@every_server
+def test_quiet_prints_only_the_port_line(script, start_server):
+    server = start_server(script, "-q")
+    assert roundtrip(server, b"ping")[0] == b"ping"
+    server.stop(signal.SIGTERM)
+    assert server.stdout().splitlines() == ["Server Run Port:{}".format(server.port)]
+
+
+@every_server
+def test_default_logs_follow_the_article(script, start_server):
+    server = start_server(script)
+    assert roundtrip(server, b"ping")[0] == b"ping"
+    assert wait_until(lambda: "Recv:EOF" in server.stdout())
+    out = server.stdout()
+    assert out.startswith("Server Run Port:") and "Accept:127.0.0.1:" in out and "Recv:b'ping'" in out
+
+
+@every_server
+def test_work_flag_burns_cpu_and_still_echoes(script, start_server):
+    server = start_server(script, "-q", "--work", "200000")
+    before = server.cpu_seconds()
+    with server.connect() as sock:
+        for n in range(100):
+            message = b"%05d" % n
+            assert exchange(sock, message) == message
+    # 100 chunks x sum(range(200000)) is about a second of CPU at 5 ms each; allow a wide margin.
+    assert server.cpu_seconds() - before > 0.2
