@@ -11,7 +11,6 @@ Builds on: echo_simple.py; echo_asyncio_streams.py is the usual high-level form.
 """
 import argparse
 import asyncio
-import contextlib
 import errno
 import os
 import signal
@@ -43,20 +42,22 @@ def create_server_socket(host, port):
     return server_sock
 
 
-def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, free the spare, take the pending
-    connection with it and close it: the client hears at once, and accept()
-    does not spin on a connection it can never take."""
+async def shed_connection(server_sock, error):
+    """sock_accept() failed. Out of descriptors (Linux reports that even with no
+    client waiting), free the spare, wait for the next connection with it and
+    close it: the client hears at once, and this task does not spin."""
     global spare_fd
     if error.errno not in (errno.EMFILE, errno.ENFILE):
-        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
+        if isinstance(error, ConnectionAbortedError):
             return  # the client left before we took it
         raise error
     log("Accept:{}: connection shed", error.strerror)
     spare_fd.close()
-    with contextlib.suppress(OSError):
-        server_sock.accept()[0].close()
-    spare_fd = open(os.devnull, "rb")
+    try:
+        new_sock, _ = await asyncio.get_running_loop().sock_accept(server_sock)
+        new_sock.close()
+    finally:
+        spare_fd = open(os.devnull, "rb")
 
 
 async def accept(server_sock):
@@ -67,7 +68,7 @@ async def accept(server_sock):
         try:
             new_sock, (remote_host, remote_port) = await loop.sock_accept(server_sock)
         except OSError as e:
-            shed_connection(server_sock, e)
+            await shed_connection(server_sock, e)
             continue
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), remote_host, remote_port)
         task = asyncio.create_task(recv_send(new_sock))

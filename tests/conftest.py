@@ -5,13 +5,13 @@ from helpers import Server
 
 @pytest.fixture
 def start_server(tmp_path):
-    """start_server(script, *args, rlimit_nofile=None) -> a running Server; all are killed at the end."""
+    """start_server(script, *args, rlimits=None) -> a running Server; all are killed at the end."""
     started = []
 
-    def start(script, *args, rlimit_nofile=None):
+    def start(script, *args, rlimits=None):
         folder = tmp_path / "run{}".format(len(started))
         folder.mkdir()
-        server = Server(script, folder, args, rlimit_nofile)
+        server = Server(script, folder, args, rlimits)
         started.append(server)  # killed at the end even if it never prints its port
         return server.wait_for_port()
 

@@ -31,13 +31,14 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
-    def __init__(self, script, folder, args=(), rlimit_nofile=None):
+    def __init__(self, script, folder, args=(), rlimits=None):
         self.script = script
         copy = Path(folder) / script
         shutil.copy(ROOT / script, copy)  # proves the file runs alone
         self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
-        limit = None if rlimit_nofile is None else (lambda: resource.setrlimit(
-            resource.RLIMIT_NOFILE, (rlimit_nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1])))
+        def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
+            for which, soft in (rlimits or {}).items():
+                resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             self.proc = subprocess.Popen([sys.executable, str(copy), "--port", "0", *args], cwd=folder,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
@@ -161,3 +162,11 @@ def port_is_free(port):
         except OSError:
             return False
         return True
+
+
+def echoes(server, payload):
+    """True when a fresh connection gets payload back exactly and then EOF."""
+    try:
+        return roundtrip(server, payload) == (payload, True)
+    except OSError:
+        return False

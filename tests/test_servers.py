@@ -1,7 +1,6 @@
 """The contract every echo_*.py keeps, checked on each server started with --port 0."""
 import os
 import random
-import resource
 import signal
 import socket
 import subprocess
@@ -11,8 +10,7 @@ import time
 
 import pytest
 
-from helpers import (PROCESS_SERVERS, ROOT, SELECT_SERVERS, SERVERS, TIMEOUT, children_of, exchange,
-                     group_pids, port_is_free, reset, roundtrip, wait_until)
+from helpers import ROOT, SERVERS, TIMEOUT, exchange, group_pids, port_is_free, reset, roundtrip, wait_until
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 

@@ -1,0 +1,114 @@
+"""Servers at the edge of their resources: descriptors, threads, FD_SETSIZE, dead children."""
+import os
+import resource
+import signal
+import time
+
+import pytest
+
+from helpers import PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, roundtrip, wait_until
+
+# In these one process holds every connection, so a low RLIMIT_NOFILE is reached by
+# connections alone. echo_simple holds one at a time; the fork servers' parents hold none.
+HOLDERS = [s for s in SERVERS if s != "echo_simple.py" and s not in PROCESS_SERVERS - {"echo_reuseport.py"}]
+SHEDDERS = set(HOLDERS) - {"echo_asyncio_streams.py", "echo_asyncio_protocol.py"}
+
+
+def open_connections(server, count, timeout=2.0):
+    """Open up to count connections and send a byte on each; return the ones that connected."""
+    socks = []
+    for _ in range(count):
+        try:
+            sock = server.connect(timeout=timeout)
+            sock.sendall(b"x")
+        except OSError:
+            continue
+        socks.append(sock)
+    return socks
+
+
+def answered(sock):
+    try:
+        return sock.recv(1) == b"x"
+    except OSError:
+        return False
+
+
+def cpu_while_idle(server, seconds=0.5):
+    before = server.cpu_seconds()
+    time.sleep(seconds)  # measuring a rate over a window, not waiting for an event
+    return server.cpu_seconds() - before
+
+
+@pytest.mark.parametrize("script", HOLDERS)
+def test_out_of_descriptors_sheds_then_recovers(script, start_server):
+    server = start_server(script, rlimits={resource.RLIMIT_NOFILE: 32})
+    socks = open_connections(server, 120)
+    served = sum(answered(sock) for sock in socks)
+    assert 0 < served < len(socks), "some clients are served, the ones past the limit are not"
+    assert server.proc.poll() is None
+    assert cpu_while_idle(server) < 0.25, "no busy loop while out of descriptors"
+    if script in SHEDDERS:
+        assert "connection shed" in server.stdout()
+    for sock in socks:
+        sock.close()
+    assert wait_until(lambda: echoes(server, b"back again"))
+
+
+def test_no_thread_left_sheds_then_recovers(start_server):
+    # Each thread reserves an 8 MiB stack: a 200 MiB address space holds only a few.
+    server = start_server("echo_thread.py", rlimits={resource.RLIMIT_AS: 200 << 20})
+    socks = open_connections(server, 60)
+    served = sum(answered(sock) for sock in socks)
+    assert 0 < served < len(socks)
+    assert "can't start new thread: connection shed" in server.stdout()
+    for sock in socks:
+        sock.close()
+    assert wait_until(lambda: echoes(server, b"back again"))
+
+
+@pytest.mark.parametrize("script", sorted(SELECT_SERVERS & set(SERVERS)))
+def test_select_servers_refuse_clients_past_fd_setsize(script, start_server):
+    server = start_server(script, rlimits={resource.RLIMIT_NOFILE: 4096})
+    socks = open_connections(server, 1100)
+    assert len(socks) == 1100
+    assert answered(socks[0]) and answered(socks[900])
+    assert not answered(socks[-1]), "a descriptor past 1023 is refused"
+    assert "Refused: select() cannot watch descriptors past 1024" in server.stdout()
+    for sock in socks:
+        sock.close()
+    assert wait_until(lambda: echoes(server, b"ok"))
+
+
+@pytest.mark.parametrize("script", [s for s in HOLDERS if s not in SELECT_SERVERS and s != "echo_prethread.py"])
+def test_serves_more_than_1024_clients_at_once(script, start_server):
+    server = start_server(script, "-q", rlimits={resource.RLIMIT_NOFILE: 4096})
+    socks = open_connections(server, 1100)
+    assert len(socks) == 1100
+    assert all(answered(sock) for sock in socks)
+    for sock in socks:
+        sock.close()
+
+
+def test_fork_leaves_no_zombies(start_server):
+    server = start_server("echo_fork.py", "-q")
+    for n in range(30):
+        message = b"%d" % n
+        assert roundtrip(server, message) == (message, True)
+    assert wait_until(lambda: not children_of(server.pid, states="RSDZ")), "finished children are reaped"
+
+
+@pytest.mark.parametrize("script", sorted({"echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
+                                          & set(SERVERS)))
+def test_a_killed_worker_is_replaced(script, start_server):
+    server = start_server(script, "-q", "--workers", "3")
+    workers = wait_until(lambda: len(children_of(server.pid)) == 3 and children_of(server.pid))
+    assert workers
+    victim = workers[0]
+    os.kill(victim, signal.SIGKILL)
+    replaced = wait_until(lambda: (lambda now: len(now) == 3 and victim not in now and now)(children_of(server.pid)))
+    assert replaced, "the parent starts a new worker"
+    for n in range(30):  # enough connections to reach every worker
+        message = b"after %d" % n
+        assert roundtrip(server, message) == (message, True)
+    assert server.stop(signal.SIGTERM) == 0
