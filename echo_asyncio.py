@@ -62,6 +62,10 @@ async def shed_connection(server_sock, error):
 
 async def accept(server_sock):
     loop = asyncio.get_running_loop()
+    # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
+    # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, asyncio.current_task().cancel)
     log("Ready For Accept")
     tasks = set()  # The article's ensure_future() kept no reference: a task could vanish mid-connection.
     while True:
@@ -135,7 +139,7 @@ def main():
         try:
             # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
             asyncio.run(accept(server_sock))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):
             log("Shutdown")
 
 
