@@ -1,0 +1,154 @@
+"""client.py against a correct echo server and deliberately broken ones, all started here."""
+import json
+import socket
+import socketserver
+import subprocess
+import sys
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import ROOT, SERVERS, TIMEOUT, proc_stats
+
+WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
+
+
+class Echo(socketserver.BaseRequestHandler):
+    """Echo each message back, except for the fault the server was started with."""
+
+    def handle(self):
+        fault, seen = self.server.fault, 0
+        while True:
+            data = self.request.recv(65536)
+            if not data:
+                return
+            seen += 1
+            if fault == "corrupt" and seen == 3:
+                data = bytes([data[0] ^ 0xFF]) + data[1:]
+            elif fault == "drop" and seen == 3:
+                data = data[:-1]
+            elif fault == "extra" and seen == 3:
+                data += b"!"
+            elif fault == "close" and seen == 3:
+                return
+            elif fault == "delay":
+                time.sleep(0.05)
+            self.request.sendall(data)
+
+
+@pytest.fixture
+def echo_server():
+    """echo_server(fault) -> port of a threaded echo server with that fault (None: a correct one)."""
+    servers = []
+
+    def start(fault=None):
+        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+        server.daemon_threads = True
+        server.fault = fault
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return server.server_address[1]
+
+    yield start
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def client(*args, timeout=TIMEOUT * 6):
+    return subprocess.run([sys.executable, str(ROOT / "client.py"), *args], capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+def test_exact_counts_against_a_correct_server(echo_server):
+    result = client("--port", str(echo_server()), *WORKLOAD, "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["messages"] == 3 * 2 * 7 and figures["connections"] == 6 and figures["errors"] == 0
+    for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "p50_ms", "p99_ms"):
+        assert figures[key] > 0
+    assert figures["total_s"] == pytest.approx(figures["connect_s"] + figures["echo_s"])
+
+
+def test_text_report_has_the_articles_three_figures(echo_server):
+    result = client("--port", str(echo_server()), *WORKLOAD)
+    assert result.returncode == 0
+    for word in ("connect", "echo", "total", "msgs/s", "MB/s", "p99", "errors     0"):
+        assert word in result.stdout
+
+
+@pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
+                                         ("close", "closed early")])
+def test_every_fault_is_counted_and_fails_the_run(echo_server, fault, kind):
+    started = time.monotonic()
+    result = client("--port", str(echo_server(fault)), *WORKLOAD, "--timeout", "1", "--json")
+    assert result.returncode != 0
+    figures = json.loads(result.stdout)
+    assert figures["errors"] > 0 and figures["error_kinds"].get(kind)
+    assert figures["messages"] < 3 * 2 * 7
+    assert time.monotonic() - started < 30, "a broken server never makes the client hang"
+
+
+def test_latency_reflects_a_known_delay(echo_server):
+    result = client("--port", str(echo_server("delay")), "--clients", "2", "--connects", "1", "--messages", "5",
+                    "--json")
+    figures = json.loads(result.stdout)
+    assert result.returncode == 0 and figures["errors"] == 0
+    assert 50 <= figures["p50_ms"] < 500
+
+
+def test_nothing_listening_is_one_clear_line():
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # bound, not listening: connections are refused
+        result = client("--port", str(port), "--timeout", "2")
+    assert result.returncode != 0
+    assert result.stderr.count("\n") == 1 and "cannot connect" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("args", [["--clients", "0"], ["--size", "-5"], ["--messages", "many"],
+                                  ["--all", "--scenario", "nope"], ["--servers", "epoll"], ["--port", "0"]])
+def test_bad_arguments_are_one_clear_line(args):
+    result = client(*args)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "error" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_too_many_clients_for_the_descriptor_limit_says_so(echo_server):
+    import resource
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if hard == resource.RLIM_INFINITY or hard > 10**6:
+        pytest.skip("no finite descriptor limit to exceed")
+    result = client("--port", str(echo_server()), "--clients", str(hard * 3), "--procs", "1")
+    assert result.returncode != 0 and "descriptors" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_all_names_every_server_and_leaves_no_process(tmp_path):
+    markdown, chart = tmp_path / "results.md", tmp_path / "results.svg"
+    before = echo_processes()
+    result = client("--all", "--clients", "3", "--connects", "1", "--messages", "3", "--repeat", "1",
+                    "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=300)
+    assert result.returncode == 0, result.stderr
+    tables = json.loads(result.stdout)["tables"]
+    rows = {row["server"]: row for row in tables[0]["rows"]}
+    assert set(rows) == set(SERVERS)
+    assert all(not row["failed"] and row["messages"] == 9 for row in rows.values()), rows
+    assert "warm-up" in result.stderr and "run 1" in result.stderr  # progress
+    text = markdown.read_text()
+    assert all(name in text for name in SERVERS)
+    ET.parse(str(chart))  # well-formed SVG
+    assert not echo_processes() - before, "client.py --all stops every server it started"
+
+
+def echo_processes():
+    found = set()
+    for pid, *_ in proc_stats():
+        try:
+            with open("/proc/{}/cmdline".format(pid), "rb") as f:
+                if b"echo_" in f.read():
+                    found.add(pid)
+        except OSError:
+            pass
+    return found
