@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ERROR_KINDS = ("refused", "reset", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "other")
+ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "other")
 # name: (clients, connects, messages, [sizes], server --work, what it reproduces)
 PRESETS = {
     "article-50": (50, 100, 50, [32], 0, "the article's Mac table: 50 clients x 100 connections x 50 messages"),
@@ -199,7 +199,7 @@ def run_worker(host, port, cids, w, go, results):
             next_check = now + 0.25
             late = deadline and now > deadline + timeout
             for c in [c for c in by_fd.values() if late or now > c.deadline]:
-                fail(c, "deadline" if late else "timeout")
+                fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout")
     stats["end"] = clock()
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     stats["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
@@ -210,16 +210,17 @@ def run_worker(host, port, cids, w, go, results):
 # ---------------------------------------------------------------- measuring one server
 
 def fit_descriptors(clients, procs):
-    """Raise RLIMIT_NOFILE as far as allowed; None if the clients fit, else why not."""
+    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
+    None if the clients fit, else why not."""
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    need = -(-clients // procs) + 64
-    if soft < need:
+    target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+    if soft < target:
         try:
-            resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(need, soft)) if hard != resource.RLIM_INFINITY
-                                                        else need, hard))
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    need = -(-clients // procs) + 64
     if soft < need:
         return "{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
             clients, procs, need, soft)

@@ -12,12 +12,16 @@ Builds on: echo_fork.py.
 import argparse
 import contextlib
 import errno
-import fcntl
 import os
 import signal
 import socket
 import sys
 import tempfile
+
+try:
+    import fcntl  # POSIX only: main() says so where it is missing
+except ImportError:
+    fcntl = None
 
 BACKLOG = 256  # the article's backlog
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
@@ -165,8 +169,9 @@ def parse_args():
 def main():
     global QUIET, WORK, spare_fd, lock_file
     args = parse_args()
-    if not hasattr(os, "fork"):
-        sys.exit("{}: needs os.fork(), which this platform lacks; try echo_prethread.py".format(sys.argv[0]))
+    if not (hasattr(os, "fork") and fcntl):
+        sys.exit("{}: needs os.fork() and fcntl, which this platform lacks; try echo_prethread.py".format(
+            sys.argv[0]))
     QUIET, WORK = args.quiet, args.work
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
     # even where a shell started it with SIGINT ignored.

@@ -215,3 +215,22 @@ def test_work_flag_burns_cpu_and_still_echoes(script, start_server):
             assert exchange(sock, message) == message
     # 100 chunks x sum(range(200000)) is about a second of CPU at 5 ms each; allow a wide margin.
     assert server.cpu_seconds() - before > 0.2
+
+
+# What each platform-specific server needs, and how to take it away in a test.
+MISSING = {
+    "echo_epoll.py": "import select; del select.epoll",
+    "echo_fork.py": "import os; del os.fork",
+    "echo_prefork.py": "sys.modules['fcntl'] = None",
+    "echo_reuseport.py": "sys.platform = 'darwin'",
+    "echo_selectors_process.py": "import socket; del socket.send_fds",
+}
+
+
+@pytest.mark.parametrize("script", sorted(set(MISSING) & set(SERVERS)))
+def test_missing_platform_feature_is_one_clear_line(script):
+    code = "import runpy, sys; {}; sys.argv = [{!r}, '--port', '0']; runpy.run_path({!r}, run_name='__main__')".format(
+        MISSING[script], script, str(ROOT / script))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode != 0 and result.stdout == ""
+    assert result.stderr.count("\n") == 1 and script in result.stderr and "Traceback" not in result.stderr
