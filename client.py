@@ -45,6 +45,9 @@ PRESETS = {
     "pingpong": (50, 40, 1, [32], 0, "one message per connection: the connection rate"),
 }
 SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
+# At 10,000 simultaneous connects the kernel's SYN retries (1, 3, 7, 15 s) alone pass 10 s, and
+# under --work 100000 one core needs about 25 s for them all: these waits may take longer.
+TIMEOUT_FLOOR = {"c1k": 30.0, "c10k": 30.0, "c10k-cpu": 60.0}
 
 
 # ---------------------------------------------------------------- one worker process
@@ -404,8 +407,8 @@ def scenarios_from(args):
             connects = max(1, round(connects * args.scale))
         for size in sizes:
             label = name if len(sizes) == 1 else "{}-{}".format(name, size)
-            chosen.append((label, dict(base, clients=clients, connects=connects, messages=messages, size=size),
-                           work))
+            chosen.append((label, dict(base, clients=clients, connects=connects, messages=messages, size=size,
+                                       timeout=max(args.timeout, TIMEOUT_FLOOR.get(name, 0))), work))
     return chosen
 
 

@@ -16,5 +16,10 @@ def start_server(tmp_path):
         return server.wait_for_port()
 
     yield start
-    for server in started:
-        server.kill()
+    errors = []
+    for server in started:  # every one, even if killing another failed
+        try:
+            server.kill()
+        except Exception as e:  # noqa: BLE001 - reported below, after the others are killed
+            errors.append(e)
+    assert not errors, errors

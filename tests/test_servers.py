@@ -234,3 +234,28 @@ def test_missing_platform_feature_is_one_clear_line(script):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode != 0 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and script in result.stderr and "Traceback" not in result.stderr
+
+
+def test_uvloop_flag_runs_on_uvloop_or_says_what_is_missing(start_server):
+    try:
+        import uvloop  # noqa: F401 - only asking whether it is installed
+    except ImportError:
+        result = run_script("echo_asyncio_protocol.py", "--port", "0", "--uvloop")
+        assert result.returncode != 0 and result.stdout == ""
+        assert result.stderr.count("\n") == 1 and "pip install uvloop" in result.stderr
+        assert "Traceback" not in result.stderr
+    else:
+        server = start_server("echo_asyncio_protocol.py", "-q", "--uvloop")
+        assert roundtrip(server, b"on uvloop") == (b"on uvloop", True)
+
+
+@pytest.mark.parametrize("script", sorted({"echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
+                                          & set(SERVERS)))
+def test_process_servers_report_accepts_per_worker_on_shutdown(script, start_server):
+    server = start_server(script, "-q", "--workers", "3")
+    for n in range(12):
+        message = b"%d" % n
+        assert roundtrip(server, message) == (message, True)
+    assert server.stop(signal.SIGTERM) == 0
+    counts = [int(line.rsplit(":", 1)[1]) for line in server.stderr().splitlines() if "]Accepted:" in line]
+    assert len(counts) == 3 and sum(counts) == 12
