@@ -102,30 +102,38 @@ def run_worker(host, port, cids, w, go, results):
         send(c)
 
     def open_connection(c):
-        if c.done_connects == connects or (deadline and clock() > deadline):
-            stats["errors"]["deadline"] += connects - c.done_connects
-            active.discard(c)
-            return
-        c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        c.sock.setblocking(False)
-        c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        c.fd = c.sock.fileno()
-        c.connecting, c.closing, c.seq = True, False, 0
-        c.started = clock()
-        c.deadline = c.started + timeout
-        err = c.sock.connect_ex((host, port))
-        by_fd[c.fd] = c
-        poller.register(c.fd, WRITE)
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
-            fail(c, err)
+        """Start c's next connection; a connect that fails at once counts and moves on."""
+        while True:
+            if c.done_connects == connects or (deadline and clock() > deadline):
+                stats["errors"]["deadline"] += connects - c.done_connects
+                active.discard(c)
+                return
+            c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.sock.setblocking(False)
+            c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c.fd = c.sock.fileno()
+            c.connecting, c.closing, c.seq = True, False, 0
+            c.started = clock()
+            c.deadline = c.started + timeout
+            err = c.sock.connect_ex((host, port))
+            if err in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+                by_fd[c.fd] = c
+                poller.register(c.fd, WRITE)
+                return
+            count(err)
+            c.sock.close()
+            c.done_connects += 1
 
-    def fail(c, why):
+    def count(why):
         if isinstance(why, int):
             why = OSError(why, os.strerror(why))
         kind = ("refused" if isinstance(why, ConnectionRefusedError) else
                 "reset" if isinstance(why, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) else
                 why if isinstance(why, str) else "other")
         stats["errors"][kind] += 1
+
+    def fail(c, why):
+        count(why)
         end_connection(c)
 
     def end_connection(c):

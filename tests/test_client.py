@@ -152,3 +152,13 @@ def echo_processes():
         except OSError:
             pass
     return found
+
+
+def test_a_dead_server_counts_every_refusal_without_recursing():
+    sys.path.insert(0, str(ROOT))
+    import client as client_module
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))  # bound, not listening
+        workload = {"clients": 2, "connects": 3000, "messages": 1, "size": 8, "timeout": 2, "budget": None}
+        figures = client_module.measure("127.0.0.1", probe.getsockname()[1], workload, 1)
+    assert figures["messages"] == 0 and figures["error_kinds"] == {"refused": 6000}
