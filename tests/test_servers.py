@@ -43,7 +43,7 @@ def test_bad_argument_is_one_clear_line(script, args):
 
 
 @every_server
-def test_port_in_use_is_one_clear_line(script, start_server):
+def test_port_in_use_is_one_clear_line(script):
     holder = socket.socket()
     holder.bind(("127.0.0.1", 0))
     holder.listen()
