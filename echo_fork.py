@@ -79,6 +79,8 @@ def accept_loop(server_sock):
             # Child process: serve this one client, then leave with os._exit() so
             # the parent's loop and clean-up never run here.
             server_sock.close()
+            # Logged here, not in the parent: the child could serve a quick client first.
+            log("[PID:{}]Accept:{}:{}", os.getpid(), remote_host, remote_port)
             try:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
                 send_recv_loop(new_sock)
@@ -88,7 +90,6 @@ def accept_loop(server_sock):
                 os._exit(0)
         if pid:
             children.add(pid)
-            log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
         new_sock.close()  # the child has its own copy
 

@@ -89,12 +89,11 @@ def accept_loop(server_sock):
             continue
         with new_sock:  # the worker gets its own copy of the descriptor
             pid, channel = list(children.items())[next(turn) % len(children)]
+            log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)  # before the worker can log
             try:
                 socket.send_fds(channel, [b"c"], [new_sock.fileno()])
             except OSError as e:  # that worker just died: this client is shed
                 log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
-                continue
-        log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)
 
 
 def worker_loop(channel):

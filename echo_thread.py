@@ -65,18 +65,19 @@ def accept_loop(server_sock):
             shed_connection(server_sock, e)
             continue
         # A daemon thread: Ctrl-C need not wait for clients that stay connected.
-        thread = threading.Thread(target=send_recv_thread, args=(new_sock,), daemon=True)
+        thread = threading.Thread(target=send_recv_thread, args=(new_sock, remote_host, remote_port), daemon=True)
         try:
             thread.start()
         except RuntimeError as e:  # "can't start new thread": out of memory or of threads
             log("Thread:{}: connection shed", e)
             new_sock.close()
             continue
-        log("<{}>Accept:{}:{}", thread.ident, remote_host, remote_port)
 
 
-def send_recv_thread(sock):
+def send_recv_thread(sock, remote_host, remote_port):
     ident = threading.get_ident()  # the article's currentThread() is deprecated
+    # Logged here, not after start(): a quick client could be served before the main thread logs.
+    log("<{}>Accept:{}:{}", ident, remote_host, remote_port)
     with sock:
         try:
             while True:
