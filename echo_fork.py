@@ -137,6 +137,7 @@ def stop_children():
     with contextlib.suppress(ChildProcessError):
         while True:
             children.discard(os.wait()[0])
+    signal.alarm(0)  # all finished in time
 
 
 def number(low, high):

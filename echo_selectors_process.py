@@ -198,6 +198,7 @@ def stop_children():
     with contextlib.suppress(ChildProcessError):
         while True:
             children.pop(os.wait()[0], None)
+    signal.alarm(0)  # all finished in time
 
 
 def number(low, high):
