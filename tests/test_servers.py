@@ -1,4 +1,5 @@
 """The contract every echo_*.py keeps, checked on each server started with --port 0."""
+import importlib.util
 import os
 import random
 import signal
@@ -237,9 +238,7 @@ def test_missing_platform_feature_is_one_clear_line(script):
 
 
 def test_uvloop_flag_runs_on_uvloop_or_says_what_is_missing(start_server):
-    try:
-        import uvloop  # noqa: F401 - only asking whether it is installed
-    except ImportError:
+    if importlib.util.find_spec("uvloop") is None:
         result = run_script("echo_asyncio_protocol.py", "--port", "0", "--uvloop")
         assert result.returncode != 0 and result.stdout == ""
         assert result.stderr.count("\n") == 1 and "pip install uvloop" in result.stderr
