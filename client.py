@@ -284,6 +284,9 @@ def combine(parts, w):
     attempted = w["clients"] * w["connects"]
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = sorted(latencies)
+    # The article's three figures: averages per connection.
+    connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
+    echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
 
     def pct(q):
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else None
@@ -291,11 +294,7 @@ def combine(parts, w):
     return {
         "messages": messages, "expected": attempted * w["messages"], "connections": connections,
         "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
-        # The article's three figures: averages per connection.
-        "connect_s": sum(p["connect_sum"] for p in parts) / max(1, attempted),
-        "echo_s": sum(p["echo_sum"] for p in parts) / max(1, connections),
-        "total_s": (sum(p["connect_sum"] for p in parts) / max(1, attempted)
-                    + sum(p["echo_sum"] for p in parts) / max(1, connections)),
+        "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s,
         "wall_s": wall,
         "msgs_per_s": messages / wall if wall else 0.0,
         "mb_per_s": messages * w["size"] / wall / 1e6 if wall else 0.0,

@@ -112,20 +112,28 @@ def group_cpu_seconds(pgid):
 
 
 def exchange(sock, payload, chunk=65536):
-    """Write payload from a thread while reading here: return what came back
-    (stopping at len(payload) bytes, EOF, or the socket's timeout)."""
+    """Write payload in chunks from a thread while reading here: return what came
+    back (stopping at len(payload) bytes, EOF, or the socket's timeout)."""
+    view = memoryview(payload)
+    return send_while_reading(sock, [view[start:start + chunk] for start in range(0, len(view), chunk)])
+
+
+def send_while_reading(sock, pieces):
+    """One sendall() per piece from a thread, none waiting for a reply, while this
+    thread reads until every byte came back, EOF, or the socket's timeout."""
+    total = sum(map(len, pieces))
+
     def writer():
         try:
-            view = memoryview(payload)
-            for start in range(0, len(view), chunk):
-                sock.sendall(view[start:start + chunk])
+            for piece in pieces:
+                sock.sendall(piece)
         except OSError:
             pass
     thread = threading.Thread(target=writer, daemon=True)
     thread.start()
     received = bytearray()
     try:
-        while len(received) < len(payload):
+        while len(received) < total:
             data = sock.recv(1 << 20)
             if not data:
                 break

@@ -105,8 +105,12 @@ def test_a_killed_worker_is_replaced(script, start_server):
     assert workers
     victim = workers[0]
     os.kill(victim, signal.SIGKILL)
-    replaced = wait_until(lambda: (lambda now: len(now) == 3 and victim not in now and now)(children_of(server.pid)))
-    assert replaced, "the parent starts a new worker"
+
+    def replaced():
+        now = children_of(server.pid)
+        return len(now) == 3 and victim not in now
+
+    assert wait_until(replaced), "the parent starts a new worker"
     for n in range(30):  # enough connections to reach every worker
         message = b"after %d" % n
         assert roundtrip(server, message) == (message, True)

@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from helpers import ROOT, SERVERS, TIMEOUT, exchange, group_pids, port_is_free, reset, roundtrip, wait_until
+from helpers import (ROOT, SERVERS, TIMEOUT, exchange, group_pids, port_is_free, reset, roundtrip,
+                     send_while_reading, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
@@ -70,27 +71,8 @@ def test_pipelined_messages_come_back_in_order(script, start_server):
     messages = [bytes([i % 251]) * rng.randint(1, 3000) for i in range(3000)]
     with server.connect() as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        echoed = pipelined(sock, messages)
+        echoed = send_while_reading(sock, messages)  # one send per message, none waiting
     assert echoed == b"".join(messages)
-
-
-def pipelined(sock, messages):
-    """One send per message, none waiting for a reply, while this thread reads."""
-    total = sum(map(len, messages))
-
-    def writer():
-        for message in messages:
-            sock.sendall(message)
-    thread = threading.Thread(target=writer, daemon=True)
-    thread.start()
-    received = bytearray()
-    while len(received) < total:
-        data = sock.recv(1 << 16)
-        if not data:
-            break
-        received += data
-    thread.join(TIMEOUT)
-    return bytes(received)
 
 
 @every_server
