@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import errno
 import os
+import select
 import signal
 import socket
 import sys
@@ -23,123 +24,130 @@ try:
 except ImportError:
     fcntl = None
 
-BACKLOG = 256  # the article's backlog
+BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 STOP_GRACE = 1  # seconds the children get to finish on shutdown
 WORKERS = 10  # the article's number of children
 
 QUIET = False
 WORK = 0
+log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = set()  # pids of the workers
+children = {}  # pid of each worker -> None: the parent keeps nothing else for it
 lock_file = None  # the accept lock shared by the workers
 accepted = 0  # connections this worker took
 
 
-def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(fmt.format(*args) + "\n", end="", flush=True)
-
-
-def create_server_socket(host, port):
-    server_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind((host, port))
-    server_sock.listen(BACKLOG)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
     return server_sock
-
-
-def stop_children():
-    """Ask every child to finish and wait for all of them. One still there after
-    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            children.discard(os.wait()[0])
-    signal.alarm(0)  # all finished in time
-
-
-def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, free the spare, take the pending
-    connection with it and close it: the client hears at once, and accept()
-    does not spin on a connection it can never take."""
-    global spare_fd
-    if error.errno not in (errno.EMFILE, errno.ENFILE):
-        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
-            return  # the client left before we took it
-        raise error
-    log("Accept:{}: connection shed", error.strerror)
-    spare_fd.close()
-    with contextlib.suppress(OSError):
-        server_sock.accept()[0].close()
-    spare_fd = open(os.devnull, "rb")
 
 
 def accept_loop(server_sock):
     global accepted
-    pid = os.getpid()
     while True:
-        log("[PID:{}]Get Start", pid)
+        log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
-            log("[PID:{}]Get Lock", pid)
-            new_sock, (remote_host, remote_port) = server_sock.accept()
+            log("Get Lock")
+            new_sock, address = server_sock.accept()
         except OSError as e:
             shed_connection(server_sock, e)
             continue
         finally:
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
-            log("[PID:{}]Unlock", pid)
+            log("Unlock")
         accepted += 1
-        log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)
+        log("Accept:{}:{}", *address[:2])
         with new_sock:
             send_recv_loop(new_sock)
 
 
 def send_recv_loop(sock):
-    pid = os.getpid()
     try:
         while True:
             data = sock.recv(BUFSIZE)
             if not data:  # b"" is EOF: the client closed its side
-                log("[PID:{}]Recv:EOF", pid)
+                log("Recv:EOF")
                 return
-            log("[PID:{}]Recv:{!r}", pid, data[:LOG_BYTES])
+            log("Recv:{!r}", data[:LOG_BYTES])
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
     except OSError as e:  # a reset or vanished client ends only its own connection
-        log("[PID:{}]Error:{}", pid, e.strerror)
+        log("Error:{}", e.strerror)
 
 
 def start_worker(server_sock):
     """Fork one worker; it leaves with os._exit() so it never runs the parent's code."""
+    global log_prefix
     # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
     # bookkeeping is done (the parent has noted the pid, the child is in try).
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             accept_loop(server_sock)
         except KeyboardInterrupt:
             # How many connections this worker took: the spread across workers.
-            print("[PID:{}]Accepted:{}\n".format(os.getpid(), accepted), end="", file=sys.stderr, flush=True)
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
         finally:
             os._exit(0)
-    children.add(pid)
+    children[pid] = None
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+def run_workers(server_sock, workers):
+    """The parent: start the workers, then replace each one that dies."""
+    for _ in range(workers):
+        start_worker(server_sock)
+    while True:
+        # The article waited for one child only; wait for each, and replace it.
+        pid, status = os.wait()
+        children.pop(pid, None)
+        log("[PID:{}]Exit:{}: starting another worker", pid, status)
+        start_worker(server_sock)
+
+
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
 
 
 def number(low, high):
@@ -151,57 +159,87 @@ def number(low, high):
     return parse
 
 
-def parse_args():
+def parse_args(workers=None, uvloop=False):
+    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; 0.0.0.0 exposes the server to your network (default: %(default)s)")
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
                         help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
-    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
-                        help="worker processes (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
 
 
-def main():
-    global QUIET, WORK, spare_fd, lock_file
-    args = parse_args()
-    if not (hasattr(os, "fork") and fcntl):
-        sys.exit("{}: needs os.fork() and fcntl, which this platform lacks; try echo_prethread.py".format(
-            sys.argv[0]))
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, spare_fd
     QUIET, WORK = args.quiet, args.work
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
-    # even where a shell started it with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
-        server_sock = create_server_socket(args.host, args.port)
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
-    spare_fd = open(os.devnull, "rb")
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def stop_children():
+    """Shut down: ask every child to finish and wait for all of them. One still
+    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+                os.kill(pid, signal.SIGKILL)
+    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signum, signal.SIG_IGN)
+    log("Shutdown")
+    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(ChildProcessError):  # raised once no child is left
+        while True:
+            children.pop(os.wait()[0], None)
+    signal.alarm(0)  # all finished in time
+
+
+def main():
+    global lock_file
+    args = parse_args(workers=WORKERS)
+    if not (hasattr(os, "fork") and fcntl):
+        sys.exit("{}: needs os.fork() and fcntl, which this platform lacks; try echo_prethread.py".format(
+            sys.argv[0]))
+    server_sock = start_listening(args)
     # The article made ./mprocess.lock in the working directory; a temporary file has no name to clash.
     lock_file = tempfile.TemporaryFile()
     # The socket already listens: connections wait in its backlog until a worker takes them.
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     log("Ready For Accept")
     with server_sock:
         try:
-            for _ in range(args.workers):
-                start_worker(server_sock)
-            while True:
-                # The article waited for one child only; wait for each, and replace it.
-                pid, status = os.wait()
-                children.discard(pid)
-                log("[PID:{}]Exit:{}: starting another worker", pid, status)
-                start_worker(server_sock)
+            run_workers(server_sock, args.workers)
         except KeyboardInterrupt:
-            for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-                signal.signal(signum, signal.SIG_IGN)
-            log("Shutdown")
             stop_children()
 
 
