@@ -15,58 +15,40 @@ import argparse
 import contextlib
 import errno
 import os
+import select
 import selectors
 import signal
 import socket
 import sys
 
-BACKLOG = 256  # the article's backlog
+BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 STOP_GRACE = 1  # seconds the children get to finish on shutdown
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
+ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = os.cpu_count() or 1  # one worker per core
 
 QUIET = False
 WORK = 0
+log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # worker pid -> the listening socket it serves
+children = {}  # pid of each worker -> the listening socket it serves
 accepted = 0  # connections this worker took
 
 
-def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(fmt.format(*args) + "\n", end="", flush=True)
-
-
-def create_server_socket(host, port):
-    server_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     # Lets every worker's socket bind the same port; the kernel shares connections among them.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-    server_sock.bind((host, port))
-    server_sock.listen(BACKLOG)
-    server_sock.setblocking(False)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
     return server_sock
-
-
-def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, free the spare, take the pending
-    connection with it and close it: the client hears at once, and accept()
-    does not spin on a connection it can never take."""
-    global spare_fd
-    if error.errno not in (errno.EMFILE, errno.ENFILE):
-        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
-            return  # the client left before we took it
-        raise error
-    log("Accept:{}: connection shed", error.strerror)
-    spare_fd.close()
-    with contextlib.suppress(OSError):
-        server_sock.accept()[0].close()
-    spare_fd = open(os.devnull, "rb")
 
 
 class Client:
@@ -77,26 +59,46 @@ class Client:
 
 
 def accept_loop(server_sock):
-    global accepted
+    log("Ready For Accept")
+    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
     while True:
         for key, events in selector.select():
             if key.data is None:
-                try:
-                    new_sock, (remote_host, remote_port) = server_sock.accept()
-                except OSError as e:
-                    shed_connection(server_sock, e)
-                    continue
-                accepted += 1
-                new_sock.setblocking(False)
-                selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
-                log("[PID:{}][FD:{}]Accept:{}:{}", os.getpid(), new_sock.fileno(), remote_host, remote_port)
-            else:
-                send_recv(selector, key.data, events)
+                accept_clients(selector, server_sock)
+                continue
+            client = key.data
+            wanted = send_recv(client, events)
+            # The one place that applies what a connection wants next.
+            if not wanted:  # nothing left to read or to send: the connection is done
+                selector.unregister(client.sock)
+                client.sock.close()
+            elif wanted != key.events:
+                selector.modify(client.sock, wanted, client)
 
 
-def send_recv(selector, client, events):
+def accept_clients(selector, server_sock):
+    """Take the connections waiting in the listen queue. The article took one per
+    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
+    global accepted
+    for _ in range(ACCEPTS_PER_WAKEUP):
+        try:
+            new_sock, address = server_sock.accept()
+        except BlockingIOError:
+            return  # the queue is empty
+        except OSError as e:
+            shed_connection(server_sock, e)
+            return
+        accepted += 1
+        new_sock.setblocking(False)
+        selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+
+
+def send_recv(client, events):
+    """Read what is ready and send what the kernel takes; return the events the
+    client wants next: read while its buffer has room, write while bytes wait."""
     sock, fd = client.sock, client.sock.fileno()
     try:
         if events & selectors.EVENT_READ:
@@ -113,56 +115,77 @@ def send_recv(selector, client, events):
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
     except BlockingIOError:
-        pass
+        pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
         client.eof, client.outgoing = True, bytearray()
-    # Read while the buffer has room (backpressure); watch "writable" only while bytes wait.
-    wanted = (0 if client.eof or len(client.outgoing) >= MAX_BUFFER else selectors.EVENT_READ) | (
-        selectors.EVENT_WRITE if client.outgoing else 0)
-    if not wanted:
-        selector.unregister(sock)
-        sock.close()
-    elif wanted != selector.get_key(sock).events:
-        selector.modify(sock, wanted, client)
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER  # a full buffer: backpressure
+    want_write = bool(client.outgoing)
+    return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
 
 
 def start_worker(server_sock):
-    """Fork one worker for this socket; it leaves with os._exit(), never running the parent's code.
+    """Fork one worker for this socket; it leaves with os._exit() so it never runs the parent's code.
     It inherits the other workers' sockets too, but never accepts on them."""
+    global log_prefix
     # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
     # bookkeeping is done (the parent has noted the pid, the child is in try).
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
             accept_loop(server_sock)
         except KeyboardInterrupt:
             # How many connections this worker took: the spread across workers.
-            print("[PID:{}]Accepted:{}\n".format(os.getpid(), accepted), end="", file=sys.stderr, flush=True)
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
         finally:
             os._exit(0)
     children[pid] = server_sock
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
-def stop_children():
-    """Ask every child to finish and wait for all of them. One still there after
-    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+def run_workers(server_socks):
+    """The parent: start a worker on each socket, then replace each one that dies."""
+    for server_sock in server_socks:
+        start_worker(server_sock)
+    while True:
+        pid, status = os.wait()
+        log("[PID:{}]Exit:{}: starting another worker", pid, status)
+        start_worker(children.pop(pid))  # on the same socket: its queued clients wait for it
+
+
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
 
 
 def number(low, high):
@@ -174,55 +197,89 @@ def number(low, high):
     return parse
 
 
-def parse_args():
+def parse_args(workers=None, uvloop=False):
+    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; 0.0.0.0 exposes the server to your network (default: %(default)s)")
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
-    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
-                        help="worker processes, each with its own listening socket (default: %(default)s)")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
                         help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
 
 
-def main():
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, spare_fd
-    args = parse_args()
-    if not (sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")):
-        sys.exit("{}: SO_REUSEPORT load balancing is Linux-only; try echo_prefork.py".format(sys.argv[0]))
     QUIET, WORK = args.quiet, args.work
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
-    # even where a shell started it with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
-        # One socket per worker, the first on the port asked for, the others on the port it got.
-        server_socks = [create_server_socket(args.host, args.port)]
-        port = server_socks[0].getsockname()[1]
-        server_socks += [create_server_socket(args.host, port) for _ in range(args.workers - 1)]
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
-    spare_fd = open(os.devnull, "rb")
-    # Every socket already listens: connections wait in its backlog until its worker takes them.
-    print("Server Run Port:{}".format(port), flush=True)
-    log("Ready For Accept")
-    try:
-        for server_sock in server_socks:
-            start_worker(server_sock)
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def stop_children():
+    """Shut down: ask every child to finish and wait for all of them. One still
+    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+                os.kill(pid, signal.SIGKILL)
+    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signum, signal.SIG_IGN)
+    log("Shutdown")
+    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(ChildProcessError):  # raised once no child is left
         while True:
-            pid, status = os.wait()
-            log("[PID:{}]Exit:{}: starting another worker", pid, status)
-            start_worker(children.pop(pid))
+            children.pop(os.wait()[0], None)
+    signal.alarm(0)  # all finished in time
+
+
+def main():
+    args = parse_args(workers=WORKERS)
+    if not (sys.platform.startswith("linux") and hasattr(socket, "SO_REUSEPORT")):
+        sys.exit("{}: SO_REUSEPORT load balancing is Linux-only; try echo_prefork.py".format(sys.argv[0]))
+    server_sock = start_listening(args)
+    # One socket per worker, all on the port the first one got: --port 0 gives one port to all.
+    port = server_sock.getsockname()[1]
+    try:
+        server_socks = [server_sock] + [create_server_socket(args.host, port, args.backlog)
+                                        for _ in range(args.workers - 1)]
+    except OSError as e:  # --workers past the descriptor limit, say
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, port, e.strerror or e))
+    try:
+        run_workers(server_socks)
     except KeyboardInterrupt:
-        for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-            signal.signal(signum, signal.SIG_IGN)
-        log("Shutdown")
         stop_children()
+
 
 if __name__ == "__main__":
     main()

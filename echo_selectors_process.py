@@ -10,59 +10,43 @@ Run: python3 echo_selectors_process.py [--port 7777] [--workers N], then python3
 Builds on: echo_selectors.py and echo_reuseport.py.
 """
 import argparse
-import itertools
 import contextlib
 import errno
+import itertools
 import os
+import select
 import selectors
 import signal
 import socket
 import sys
 
-BACKLOG = 256  # the article's backlog
+BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}  # what ends the server
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 STOP_GRACE = 1  # seconds the children get to finish on shutdown
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
+ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = os.cpu_count() or 1  # one worker per core
 
 QUIET = False
 WORK = 0
+log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # worker pid -> the acceptor's end of its Unix socket
+children = {}  # pid of each worker -> the acceptor's end of its Unix socket
 accepted = 0  # connections this worker was given
+turn = itertools.count()  # the acceptor deals connections to the workers in turn
 
 
-def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(fmt.format(*args) + "\n", end="", flush=True)
-
-
-def create_server_socket(host, port):
-    server_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind((host, port))
-    server_sock.listen(BACKLOG)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
     return server_sock
-
-
-def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, free the spare, take the pending
-    connection with it and close it: the client hears at once, and accept()
-    does not spin on a connection it can never take."""
-    global spare_fd
-    if error.errno not in (errno.EMFILE, errno.ENFILE):
-        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
-            return  # the client left before we took it
-        raise error
-    log("Accept:{}: connection shed", error.strerror)
-    spare_fd.close()
-    with contextlib.suppress(OSError):
-        server_sock.accept()[0].close()
-    spare_fd = open(os.devnull, "rb")
 
 
 class Client:
@@ -72,62 +56,62 @@ class Client:
         self.sock, self.outgoing, self.eof = sock, bytearray(), False
 
 
+# The acceptor: deal the waiting connections to the workers in turn.
 def accept_loop(server_sock):
-    """The acceptor: take each connection and pass it to the next worker."""
-    selector = selectors.DefaultSelector()
-    selector.register(server_sock, selectors.EVENT_READ)
-    turn = itertools.count()
+    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     while True:
-        ready = selector.select(timeout=0.5)
-        replace_dead_workers(server_sock)  # at least every half second
-        if not ready:
-            continue
-        try:
-            new_sock, (remote_host, remote_port) = server_sock.accept()
-        except OSError as e:
-            shed_connection(server_sock, e)
-            continue
-        with new_sock:  # the worker gets its own copy of the descriptor
-            pid, channel = list(children.items())[next(turn) % len(children)]
-            log("[PID:{}]Accept:{}:{}", pid, remote_host, remote_port)  # before the worker can log
+        # Replace the workers that died; an acceptor always has workers, so waitpid() cannot fail.
+        while (dead := os.waitpid(-1, os.WNOHANG))[0]:  # (0, 0): every worker is running
+            children.pop(dead[0]).close()
+            log("[PID:{}]Exit:{}: starting another worker", *dead)
+            start_worker(server_sock)
+        # As echo_selectors.py's accept_clients; waits at most half a second, so a dead worker is replaced soon.
+        for _ in range(ACCEPTS_PER_WAKEUP if select.select([server_sock], [], [], 0.5)[0] else 0):
             try:
-                socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-            except OSError as e:  # that worker just died: this client is shed
-                log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
+                new_sock, address = server_sock.accept()
+            except OSError as e:
+                if not isinstance(e, BlockingIOError):  # BlockingIOError: the queue is empty
+                    shed_connection(server_sock, e)
+                break
+            with new_sock:  # the worker gets its own copy of the descriptor
+                pid, channel = list(children.items())[next(turn) % len(children)]
+                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
+                try:
+                    socket.send_fds(channel, [b"c"], [new_sock.fileno()])
+                except OSError as e:  # that worker just died: this client is shed
+                    log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
 
 
+# A worker: the loop of echo_selectors.py, fed connections by the acceptor.
 def worker_loop(channel):
-    """A worker: the loop of echo_selectors.py, fed connections by the acceptor."""
     global accepted
     selector = selectors.DefaultSelector()
     selector.register(channel, selectors.EVENT_READ)
     while True:
         for key, events in selector.select():
-            if key.data is not None:
-                send_recv(selector, key.data, events)
+            if key.data is None:  # the acceptor passed connections
+                message, fds, _, _ = socket.recv_fds(channel, 1024, 64)
+                if not message:
+                    return  # the acceptor is gone
+                for fd in fds:
+                    new_sock = socket.socket(fileno=fd)
+                    new_sock.setblocking(False)
+                    selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+                accepted += len(fds)
                 continue
-            message, fds, _, _ = socket.recv_fds(channel, 1024, 64)
-            if not message:  # the acceptor is gone
-                return
-            for fd in fds:
-                new_sock = socket.socket(fileno=fd)
-                new_sock.setblocking(False)
-                selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
-                accepted += 1
+            client = key.data
+            wanted = send_recv(client, events)
+            # The one place that applies what a connection wants next.
+            if not wanted:  # nothing left to read or to send: the connection is done
+                selector.unregister(client.sock)
+                client.sock.close()
+            elif wanted != key.events:
+                selector.modify(client.sock, wanted, client)
 
 
-def replace_dead_workers(server_sock):
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                return
-            children.pop(pid).close()
-            log("[PID:{}]Exit:{}: starting another worker", pid, status)
-            start_worker(server_sock)
-
-
-def send_recv(selector, client, events):
+def send_recv(client, events):
+    """Read what is ready and send what the kernel takes; return the events the
+    client wants next: read while its buffer has room, write while bytes wait."""
     sock, fd = client.sock, client.sock.fileno()
     try:
         if events & selectors.EVENT_READ:
@@ -144,38 +128,33 @@ def send_recv(selector, client, events):
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
     except BlockingIOError:
-        pass
+        pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
         client.eof, client.outgoing = True, bytearray()
-    # Read while the buffer has room (backpressure); watch "writable" only while bytes wait.
-    wanted = (0 if client.eof or len(client.outgoing) >= MAX_BUFFER else selectors.EVENT_READ) | (
-        selectors.EVENT_WRITE if client.outgoing else 0)
-    if not wanted:
-        selector.unregister(sock)
-        sock.close()
-    elif wanted != selector.get_key(sock).events:
-        selector.modify(sock, wanted, client)
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER  # a full buffer: backpressure
+    want_write = bool(client.outgoing)
+    return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
 
 
 def start_worker(server_sock):
-    """Fork one worker, joined to the acceptor by a Unix socket; it leaves with
-    os._exit(), never running the parent's code."""
+    """Fork one worker, fed by a Unix socket; it leaves with os._exit(), never running the parent's code."""
+    global log_prefix
     channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
     # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
     # bookkeeping is done (the parent has noted the pid, the child is in try).
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     pid = os.fork()
     if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
         try:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            server_sock.close()
-            for other in [channel, *children.values()]:
+            for other in [server_sock, channel, *children.values()]:  # the acceptor's, not this worker's
                 other.close()
             worker_loop(worker_end)
         except KeyboardInterrupt:
             # How many connections this worker took: the spread across workers.
-            print("[PID:{}]Accepted:{}\n".format(os.getpid(), accepted), end="", file=sys.stderr, flush=True)
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
         finally:
             os._exit(0)
     worker_end.close()
@@ -183,22 +162,36 @@ def start_worker(server_sock):
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
-def stop_children():
-    """Ask every child to finish and wait for all of them. One still there after
-    STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
-    for pid in children:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
 
 
 def number(low, high):
@@ -210,49 +203,87 @@ def number(low, high):
     return parse
 
 
-def parse_args():
+def parse_args(workers=None, uvloop=False):
+    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; 0.0.0.0 exposes the server to your network (default: %(default)s)")
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
-    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
-                        help="worker processes running the selector loop (default: %(default)s)")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
                         help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
 
 
-def main():
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, spare_fd
-    args = parse_args()
-    if not (hasattr(os, "fork") and hasattr(socket, "send_fds")):
-        sys.exit("{}: needs os.fork() and socket.send_fds() (POSIX); try echo_selectors.py".format(sys.argv[0]))
     QUIET, WORK = args.quiet, args.work
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
-    # even where a shell started it with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
-        server_sock = create_server_socket(args.host, args.port)
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
-    spare_fd = open(os.devnull, "rb")
-    # The socket already listens: connections wait in its backlog until the acceptor takes them.
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def stop_children():
+    """Shut down: ask every child to finish and wait for all of them. One still
+    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
+    def kill_the_rest(signum, frame):
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+                os.kill(pid, signal.SIGKILL)
+    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
+        signal.signal(signum, signal.SIG_IGN)
+    log("Shutdown")
+    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGALRM, kill_the_rest)
+    signal.alarm(STOP_GRACE)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGTERM)
+    with contextlib.suppress(ChildProcessError):  # raised once no child is left
+        while True:
+            children.pop(os.wait()[0], None)
+    signal.alarm(0)  # all finished in time
+
+
+def main():
+    args = parse_args(workers=WORKERS)
+    if not (hasattr(os, "fork") and hasattr(socket, "send_fds")):
+        sys.exit("{}: needs os.fork() and socket.send_fds() (POSIX); try echo_selectors.py".format(sys.argv[0]))
+    server_sock = start_listening(args)
+    # The socket already listens: connections wait in its backlog until the acceptor takes them.
     log("Ready For Accept")
-    try:
-        for _ in range(args.workers):
-            start_worker(server_sock)
-        accept_loop(server_sock)
-    except KeyboardInterrupt:
-        for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-            signal.signal(signum, signal.SIG_IGN)
-        log("Shutdown")
-        stop_children()
+    with server_sock:
+        try:
+            for _ in range(args.workers):
+                start_worker(server_sock)
+            accept_loop(server_sock)
+        except KeyboardInterrupt:
+            stop_children()
+
 
 if __name__ == "__main__":
     main()
