@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from helpers import PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, roundtrip, wait_until
+from helpers import (PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, exchange, group_pids, roundtrip,
+                     wait_until)
 
 # In these one process holds every connection, so a low RLIMIT_NOFILE is reached by
 # connections alone. echo_simple holds one at a time; the fork servers' parents hold none.
@@ -52,6 +53,88 @@ def test_out_of_descriptors_sheds_then_recovers(script, start_server):
     for sock in socks:
         sock.close()
     assert wait_until(lambda: echoes(server, b"back again"))
+
+
+def group_fds(pgid):
+    """How many descriptors the processes of the server's group hold."""
+    total = 0
+    for pid in group_pids(pgid):
+        try:
+            total += len(os.listdir("/proc/{}/fd".format(pid)))
+        except OSError:
+            pass  # the process ended while we looked
+    return total
+
+
+def settled_fds(pgid, readings=5, interval=0.1):
+    """The group's descriptor count once it has not changed for a few readings
+    (workers forked after the port line are running, a finished child has left)."""
+    counts = []
+
+    def settled():
+        counts.append(group_fds(pgid))
+        return len(counts) >= readings and len(set(counts[-readings:])) == 1
+    assert wait_until(settled, interval=interval), counts[-readings:]
+    return counts[-1]
+
+
+def exhaust_by_rlimit(pgid):
+    """Lower each process's soft RLIMIT_NOFILE to its lowest free descriptor: the next
+    one it opens fails with EMFILE. Returns what to restore."""
+    saved = {}
+    for pid in group_pids(pgid):
+        try:
+            fds = {int(fd) for fd in os.listdir("/proc/{}/fd".format(pid))}
+            soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+            lowest_free = min(set(range(len(fds) + 1)) - fds)
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, (lowest_free, hard))
+        except OSError:
+            continue  # the process ended while we looked
+        saved[pid] = (soft, hard)
+    return saved
+
+
+def restore_rlimits(saved):
+    for pid, limits in saved.items():
+        try:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+        except OSError:
+            pass  # the process ended meanwhile
+
+
+@pytest.mark.parametrize("script", SERVERS)
+def test_the_very_next_client_after_running_out_of_descriptors_is_served(script, start_server):
+    """The one client that comes once descriptors are free again must be served, not shed
+    (a blocking accept() that waited for it after EMFILE used to take and close it)."""
+    if script in HOLDERS:
+        # Connections alone reach a low RLIMIT_NOFILE: the episode of the test above.
+        server = start_server(script, rlimits={resource.RLIMIT_NOFILE: 32})
+        assert roundtrip(server, b"warm-up")[0] == b"warm-up"
+        baseline = settled_fds(server.pid)
+        socks = open_connections(server, 120)
+        assert sum(answered(sock) for sock in socks) < len(socks), "some clients are shed"
+    else:
+        # The process that accepts holds no connection (a child or a worker does, or it
+        # serves one at a time): take its descriptors away while it runs, then give them back.
+        server = start_server(script)
+        assert roundtrip(server, b"warm-up")[0] == b"warm-up"
+        baseline = settled_fds(server.pid)
+        saved = exhaust_by_rlimit(server.pid)
+        socks = []
+        for _ in range(3):  # the first may be served on a descriptor accept() had already reserved
+            sock = server.connect()
+            sock.sendall(b"x")
+            sock.close()
+        shed = wait_until(lambda: "connection shed" in server.stdout() or server.proc.poll() is not None)
+        restore_rlimits(saved)
+        assert shed and server.proc.poll() is None, server.stderr()
+    for sock in socks:
+        sock.close()
+    assert wait_until(lambda: group_fds(server.pid) <= baseline), "the server's descriptors are free again"
+    # Exactly one connect, and no retry: that client is served at once.
+    with server.connect(timeout=5) as sock:
+        assert exchange(sock, b"the very next client") == b"the very next client"
+    assert server.proc.poll() is None
 
 
 def test_no_thread_left_sheds_then_recovers(start_server):
