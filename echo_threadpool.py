@@ -17,19 +17,23 @@ import concurrent.futures
 import contextlib
 import errno
 import os
+import select
 import selectors
 import signal
 import socket
 import sys
 import threading
 
-BACKLOG = 256  # the article's backlog
+BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # pool threads, as many as the article's prethread server
 
 QUIET = False
 WORK = 0
+log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 clients = set()  # every open client, woken with shutdown() when the server stops
 sent_back = collections.deque()  # clients whose callback is done, to watch again
@@ -37,39 +41,20 @@ waker_r, waker_w = socket.socketpair()  # a callback writes a byte to wake the s
 waker_w.setblocking(False)
 
 
-def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(fmt.format(*args) + "\n", end="", flush=True)
-
-
-def create_server_socket(host, port):
-    server_sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind((host, port))
-    server_sock.listen(BACKLOG)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
     return server_sock
-
-
-def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, free the spare, take the pending
-    connection with it and close it: the client hears at once, and accept()
-    does not spin on a connection it can never take."""
-    global spare_fd
-    if error.errno not in (errno.EMFILE, errno.ENFILE):
-        if isinstance(error, (ConnectionAbortedError, BlockingIOError)):
-            return  # the client left before we took it
-        raise error
-    log("Accept:{}: connection shed", error.strerror)
-    spare_fd.close()
-    with contextlib.suppress(OSError):
-        server_sock.accept()[0].close()
-    spare_fd = open(os.devnull, "rb")
 
 
 def accept_loop(server_sock, pool):
     log("Ready For Accept")
+    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
     selector.register(waker_r, selectors.EVENT_READ)
@@ -77,14 +62,7 @@ def accept_loop(server_sock, pool):
         for key, _ in selector.select():
             sock = key.fileobj
             if sock is server_sock:
-                try:
-                    new_sock, (remote_host, remote_port) = server_sock.accept()
-                except OSError as e:
-                    shed_connection(server_sock, e)
-                    continue
-                log("[FD:{}]Accept:{}:{}", new_sock.fileno(), remote_host, remote_port)
-                clients.add(new_sock)
-                selector.register(new_sock, selectors.EVENT_READ)
+                accept_clients(selector, server_sock)
             elif sock is waker_r:  # callbacks are done with these clients: watch them again
                 waker_r.recv(BUFSIZE)
                 while sent_back:
@@ -93,6 +71,22 @@ def accept_loop(server_sock, pool):
                 # One callback per connection at a time: out of the selector until it is done.
                 selector.unregister(sock)
                 pool.submit(send_recv, sock)
+
+
+def accept_clients(selector, server_sock):
+    """Take the connections waiting in the listen queue. The article took one per
+    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
+    for _ in range(ACCEPTS_PER_WAKEUP):
+        try:
+            new_sock, address = server_sock.accept()
+        except BlockingIOError:
+            return  # the queue is empty
+        except OSError as e:
+            shed_connection(server_sock, e)
+            return
+        clients.add(new_sock)
+        selector.register(new_sock, selectors.EVENT_READ)
+        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
 def send_recv(sock):
@@ -116,6 +110,38 @@ def send_recv(sock):
     sock.close()
 
 
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
+
+
 def number(low, high):
     """An argparse type: a whole number from low to high."""
     def parse(text):
@@ -125,36 +151,52 @@ def number(low, high):
     return parse
 
 
-def parse_args():
+def parse_args(workers=None, uvloop=False):
+    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on; 0.0.0.0 exposes the server to your network (default: %(default)s)")
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
                         help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
-    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
-                        help="pool threads (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
 
 
-def main():
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, spare_fd
-    args = parse_args()
     QUIET, WORK = args.quiet, args.work
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server cleanly,
-    # even where a shell started it with SIGINT ignored.
-    for signum in (signal.SIGINT, signal.SIGTERM):
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
+    for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
     try:
-        server_sock = create_server_socket(args.host, args.port)
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
-    spare_fd = open(os.devnull, "rb")
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def main():
+    args = parse_args(workers=WORKERS)
+    server_sock = start_listening(args)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
     with server_sock:
         try:
@@ -163,7 +205,7 @@ def main():
             log("Shutdown")
             # Pool threads are joined at exit: wake any blocked on a client that stopped reading.
             for sock in list(clients):
-                with contextlib.suppress(OSError):
+                with contextlib.suppress(OSError):  # that client is gone already
                     sock.shutdown(socket.SHUT_RDWR)
             pool.shutdown(wait=False, cancel_futures=True)
 

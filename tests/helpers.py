@@ -31,7 +31,7 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
-    def __init__(self, script, folder, args=(), rlimits=None):
+    def __init__(self, script, folder, args=(), rlimits=None, prelude=None):
         self.script = script
         copy = Path(folder) / script
         shutil.copy(ROOT / script, copy)  # proves the file runs alone
@@ -39,8 +39,12 @@ class Server:
         def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
             for which, soft in (rlimits or {}).items():
                 resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
+        command = [str(copy), "--port", "0", *args]
+        if prelude:  # Python code that patches the standard library, run before the server
+            command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
+                prelude, command, str(copy))]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, str(copy), "--port", "0", *args], cwd=folder,
+            self.proc = subprocess.Popen([sys.executable, *command], cwd=folder,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          start_new_session=True, preexec_fn=limit)
         self.pid = self.proc.pid

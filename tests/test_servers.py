@@ -2,8 +2,10 @@
 import importlib.util
 import os
 import random
+import re
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import threading
@@ -11,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import (ROOT, SERVERS, TIMEOUT, exchange, group_pids, port_is_free, reset, roundtrip,
+from helpers import (ROOT, SERVERS, TIMEOUT, Server, exchange, group_pids, port_is_free, reset, roundtrip,
                      send_while_reading, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
@@ -240,3 +242,82 @@ def test_process_servers_report_accepts_per_worker_on_shutdown(script, start_ser
     assert server.stop(signal.SIGTERM) == 0
     counts = [int(line.rsplit(":", 1)[1]) for line in server.stderr().splitlines() if "]Accepted:" in line]
     assert len(counts) == 3 and sum(counts) == 12
+
+
+def has_ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as probe:
+            probe.bind(("::1", 0))
+        return True
+    except (AttributeError, OSError):  # no AF_INET6 in this Python, or no ::1 on this machine
+        return False
+
+
+@every_server
+@pytest.mark.skipif(not has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1) to listen on")
+def test_ipv6_host_serves_an_echo(script, start_server):
+    server = start_server(script, "--host", "::1")
+    with socket.create_connection(("::1", server.port), timeout=TIMEOUT) as sock:
+        assert exchange(sock, b"over IPv6") == b"over IPv6"
+    assert wait_until(lambda: "Accept:::1:" in server.stdout()), "the log shows the client's IPv6 address"
+
+
+def listen_backlogs(port):
+    """The accept-queue limit of every TCP socket listening on port: what `ss -ltn`
+    shows as Send-Q, asked of the Linux kernel over netlink (sock_diag)."""
+    NETLINK_SOCK_DIAG, SOCK_DIAG_BY_FAMILY, NLMSG_ERROR, NLMSG_DONE, TCP_LISTEN = 4, 20, 2, 3, 10
+    found = []
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG) as diag:
+        for family in (socket.AF_INET, socket.AF_INET6):
+            # struct inet_diag_req_v2: family, protocol, ext, pad, states; an empty inet_diag_sockid matches all.
+            request = struct.pack("=BBBxI48x", family, socket.IPPROTO_TCP, 0, 1 << TCP_LISTEN)
+            # struct nlmsghdr: length, type, flags (NLM_F_REQUEST | NLM_F_DUMP), sequence, port id.
+            diag.send(struct.pack("=IHHII", 16 + len(request), SOCK_DIAG_BY_FAMILY, 0x301, 1, 0) + request)
+            done = False
+            while not done:
+                data, offset = diag.recv(1 << 16), 0
+                while offset < len(data) and not done:
+                    length, kind = struct.unpack_from("=IH", data, offset)
+                    assert kind != NLMSG_ERROR, "the kernel refused the sock_diag request"
+                    done = kind == NLMSG_DONE
+                    # struct inet_diag_msg: 4 bytes, sockid (source port first, big-endian), expires, rqueue, wqueue.
+                    if not done and struct.unpack_from("!H", data, offset + 16 + 4)[0] == port:
+                        found.append(struct.unpack_from("=I", data, offset + 16 + 60)[0])
+                    offset += (length + 3) & ~3
+    return found
+
+
+@every_server
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads the listen queue through Linux's sock_diag")
+@pytest.mark.parametrize("backlog", [None, 7])
+def test_backlog_flag_sets_the_listen_queue(script, backlog, start_server):
+    assert "--backlog" in run_script(script, "--help").stdout
+    default = int(re.search(r"^BACKLOG = (\d+)", (ROOT / script).read_text(), re.MULTILINE).group(1))
+    server = start_server(script, "-q", *(["--backlog", str(backlog)] if backlog else []))
+    assert roundtrip(server, b"serving")[0] == b"serving"  # asyncio listens again once it serves
+    backlogs = listen_backlogs(server.port)
+    assert backlogs and set(backlogs) == {backlog or default}, backlogs
+
+
+# accept() fails once with ENOBUFS, an error accept(2) says to retry on; then it works.
+ENOBUFS_ONCE = """
+import errno, os, socket
+real_accept = socket.socket.accept
+def accept_failing_once(self):
+    socket.socket.accept = real_accept
+    raise OSError(errno.ENOBUFS, os.strerror(errno.ENOBUFS))
+socket.socket.accept = accept_failing_once
+"""
+
+
+@every_server
+def test_accept_error_not_about_descriptors_is_logged_and_serving_goes_on(script, tmp_path):
+    server = Server(script, tmp_path, prelude=ENOBUFS_ONCE)
+    try:
+        server.wait_for_port()
+        assert roundtrip(server, b"after ENOBUFS") == (b"after ENOBUFS", True)
+        assert wait_until(lambda: "No buffer space available" in server.stdout()), "the error is one log line"
+        assert roundtrip(server, b"and on") == (b"and on", True)
+        assert server.proc.poll() is None and "Traceback" not in server.stderr()
+    finally:
+        server.kill()
