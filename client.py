@@ -15,7 +15,9 @@ not the bottleneck.
 """
 import argparse
 import array
+import collections
 import errno
+import importlib.util
 import json
 import multiprocessing
 import os
@@ -27,6 +29,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -45,9 +48,27 @@ PRESETS = {
     "pingpong": (50, 40, 1, [32], 0, "one message per connection: the connection rate"),
 }
 SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
-# At 10,000 simultaneous connects the kernel's SYN retries (1, 3, 7, 15 s) alone pass 10 s, and
-# under --work 100000 one core needs about 25 s for them all: these waits may take longer.
-TIMEOUT_FLOOR = {"c1k": 30.0, "c10k": 30.0, "c10k-cpu": 60.0}
+HELD = ("c1k", "c10k", "c10k-cpu")  # every connection is opened and held before the first message
+# Bounds sized to the work, so that they never fail a correct server. A connect may wait on the
+# kernel's SYN retries (1, 3, 7, 15 s) while a slow acceptor's listen queue is full; an echo may wait
+# behind every other client's --work on one core; a whole run may go no slower than SLOWEST msgs/s.
+CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
+CONNECT_FLOOR = 30.0  # seconds, for the c* scenarios
+SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
+# What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
+LIMITS = {
+    "echo_simple.py": "it serves one client at a time",
+    "echo_select.py": "select() cannot watch descriptors past 1024",
+    "echo_select_pool.py": "select() cannot watch descriptors past 1024",
+    "echo_prefork.py": "10 workers serve 10 clients at a time",
+    "echo_prethread.py": "40 threads serve 40 clients at a time",
+    "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
+    "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
+}
+ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
+               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
+               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
+               "deadline": "cut at the run's {budget:g} s bound", "other": "other errors"}
 
 
 # ---------------------------------------------------------------- one worker process
@@ -61,8 +82,10 @@ class Client:
         self.cid, self.sock, self.done_connects = cid, None, 0
 
 
-def run_worker(host, port, cids, w, go, results):
-    """Runs in a worker process: play the clients `cids`, send back one stats dict."""
+def run_worker(address, cids, w, go, barrier, results):
+    """Runs in a worker process: play the clients `cids`, send back one stats dict.
+    address is (family, sockaddr). With w["hold"], every connection is opened and
+    held first; all workers meet at barrier; then the first messages go out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     # epoll where there is one (poll elsewhere), used directly: this loop is the
     # client's whole cost per message, and it must stay below the server's.
@@ -70,16 +93,21 @@ def run_worker(host, port, cids, w, go, results):
         poller, scale, READ, WRITE = select.epoll(), 1, select.EPOLLIN, select.EPOLLOUT
     else:
         poller, scale, READ, WRITE = select.poll(), 1000, select.POLLIN, select.POLLOUT
+    family, sockaddr = address
     by_fd = {}
     fill = bytes(range(256)) * (w["size"] // 256 + 1)
-    stats = {"messages": 0, "connections": 0, "connect_sum": 0.0, "echo_sum": 0.0,
+    stats = {"messages": 0, "connections": 0, "connect_sum": 0.0, "echo_sum": 0.0, "max_open": 0,
              "errors": dict.fromkeys(ERROR_KINDS, 0)}
     latencies = array.array("d")
     clients = [Client(cid) for cid in cids]
     active = set(clients)
     size, messages, timeout, connects = w["size"], w["messages"], w["timeout"], w["connects"]
+    hold, connect_timeout, slots = w["hold"], w["connect_timeout"], w["connecting"]
     clock = time.perf_counter
     deadline = None  # set at the start when --all gives each run a time budget
+    queued = collections.deque()  # clients waiting for one of the `slots` connects in flight
+    held = []  # with hold: connected clients waiting for the first message
+    counts = {"connecting": 0, "open": 0}
 
     def message(c):
         # Distinct per message: the sequence number's hex digits, lowest first, so
@@ -99,30 +127,43 @@ def run_worker(host, port, cids, w, go, results):
         c.expected = c.unsent = message(c)
         c.received = b""
         c.sent_at = now
+        c.deadline = now + timeout
         send(c)
 
     def open_connection(c):
-        """Start c's next connection; a connect that fails at once counts and moves on."""
+        """Start c's next connection, or queue it while `slots` connects are in flight
+        (a burst of connects overflows the server's listen queue: SYNs are dropped and
+        retried after 1, 3, 7 s); a connect that fails at once counts and moves on."""
         while True:
             if c.done_connects == connects or (deadline and clock() > deadline):
                 stats["errors"]["deadline"] += connects - c.done_connects
                 active.discard(c)
                 return
-            c.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            if counts["connecting"] >= slots:
+                queued.append(c)
+                return
+            c.sock = socket.socket(family, socket.SOCK_STREAM)
             c.sock.setblocking(False)
             c.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             c.fd = c.sock.fileno()
             c.connecting, c.closing, c.seq = True, False, 0
             c.started = clock()
-            c.deadline = c.started + timeout
-            err = c.sock.connect_ex((host, port))
+            c.deadline = c.started + connect_timeout
+            err = c.sock.connect_ex(sockaddr)
             if err in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
                 by_fd[c.fd] = c
                 poller.register(c.fd, WRITE)
+                counts["connecting"] += 1
                 return
             count(err)
             c.sock.close()
             c.done_connects += 1
+
+    def connect_done(c):
+        """c's connect finished, either way: its slot goes to the next client queued."""
+        counts["connecting"] -= 1
+        while queued and counts["connecting"] < slots:
+            open_connection(queued.popleft())
 
     def count(why):
         if isinstance(why, int):
@@ -141,20 +182,30 @@ def run_worker(host, port, cids, w, go, results):
         del by_fd[c.fd]
         c.sock.close()
         c.done_connects += 1
+        if c.connecting:
+            connect_done(c)
+        else:
+            counts["open"] -= 1
         open_connection(c)
 
     def on_event(c, mask, now):
         sock = c.sock
-        c.deadline = now + timeout
         if c.connecting:
             err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             if err:
                 return fail(c, err)
             c.connecting = False
+            counts["open"] += 1
+            stats["max_open"] = max(stats["max_open"], counts["open"])
             stats["connect_sum"] += now - c.started
+            connect_done(c)
+            poller.modify(c.fd, READ)  # held or not, a server that closes or resets it is seen
+            if hold and "echo_start" not in stats:
+                c.deadline = float("inf")  # waits for the other connections, not for the server
+                return held.append(c)
             c.echo_started = now
-            poller.modify(c.fd, READ)
             return next_message(c, now)
+        c.deadline = now + timeout
         if mask & WRITE:
             send(c)
             if not c.unsent:
@@ -187,6 +238,19 @@ def run_worker(host, port, cids, w, go, results):
         c.closing = True
         sock.shutdown(socket.SHUT_WR)
 
+    def release_held():
+        """Every connection is open (or failed): meet the other workers, then send."""
+        stats["held_at"] = clock()
+        try:
+            barrier.wait(connect_timeout)
+        except threading.BrokenBarrierError:
+            pass  # another worker is late or gone: go on, its errors are its own
+        now = stats["echo_start"] = clock()
+        for c in held:
+            if by_fd.get(c.fd) is c:  # still open: a descriptor of one that failed may be another's now
+                c.echo_started = now
+                next_message(c, now)
+
     results.send("ready")
     go.wait()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -196,6 +260,8 @@ def run_worker(host, port, cids, w, go, results):
         open_connection(c)
     next_check = clock() + 0.25
     while active:
+        if hold and "echo_start" not in stats and not counts["connecting"] and not queued:
+            release_held()
         events = poller.poll(0.25 * scale)
         now = clock()  # one timestamp per wake-up: every event in it had arrived by now
         for fd, mask in events:
@@ -206,11 +272,13 @@ def run_worker(host, port, cids, w, go, results):
                 on_event(c, mask, now)
             except OSError as e:
                 fail(c, e)
-        if now >= next_check:  # every wait is bounded: a silent connection fails after --timeout
+        if now >= next_check:  # every wait is bounded: a silent connection fails after its bound
             next_check = now + 0.25
             late = deadline and now > deadline + timeout
             for c in [c for c in by_fd.values() if late or now > c.deadline]:
                 fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout")
+    if hold and "echo_start" not in stats:
+        release_held()  # every connection failed: still meet the others at the barrier
     stats["end"] = clock()
     cpu1 = resource.getrusage(resource.RUSAGE_SELF)
     stats["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
@@ -244,13 +312,18 @@ def measure(host, port, w, procs):
     too_many = fit_descriptors(w["clients"], procs)
     if too_many:
         raise SystemExit("client.py: " + too_many)
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
+    family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    go = context.Event()
+    go, barrier = context.Event(), context.Barrier(procs)
+    # The connects in flight are shared out over the workers, at least one each.
+    per_worker = dict(w, connecting=max(1, w["connecting"] // procs))
     workers, pipes = [], []
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
         cids = list(range(i, w["clients"], procs))
-        worker = context.Process(target=run_worker, args=(host, port, cids, w, go, there), daemon=True)
+        worker = context.Process(target=run_worker, args=((family, sockaddr), cids, per_worker, go, barrier, there),
+                                 daemon=True)
         worker.start()
         there.close()
         workers.append(worker)
@@ -260,7 +333,7 @@ def measure(host, port, w, procs):
             if not pipe.poll(60) or pipe.recv() != "ready":
                 raise SystemExit("client.py: a worker process did not start")
         go.set()
-        bound = w["connects"] * (w["messages"] + 3) * w["timeout"] + 60
+        bound = 2 * w["connect_timeout"] + w["connects"] * (w["messages"] + 3) * w["timeout"] + 60
         parts = []
         for pipe in pipes:
             if not pipe.poll(bound):
@@ -284,6 +357,12 @@ def combine(parts, w):
     attempted = w["clients"] * w["connects"]
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = sorted(latencies)
+    # With hold, the two phases of the tiny-asyncio tables: every connection open, then every echo.
+    phases = {"connect_phase_s": None, "echo_phase_s": None}
+    if w["hold"]:
+        phases = {"connect_phase_s": max(p["held_at"] for p in parts) - min(p["start"] for p in parts),
+                  "echo_phase_s": max(p["end"] for p in parts) - min(p["echo_start"] for p in parts)}
+    rated = phases["echo_phase_s"] or wall  # held connections: rates over the echo phase
     # The article's three figures: averages per connection.
     connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
     echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
@@ -295,9 +374,10 @@ def combine(parts, w):
         "messages": messages, "expected": attempted * w["messages"], "connections": connections,
         "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
         "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s,
-        "wall_s": wall,
-        "msgs_per_s": messages / wall if wall else 0.0,
-        "mb_per_s": messages * w["size"] / wall / 1e6 if wall else 0.0,
+        "wall_s": wall, **phases,
+        "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
+        "msgs_per_s": messages / rated if rated else 0.0,
+        "mb_per_s": messages * w["size"] / rated / 1e6 if rated else 0.0,
         "conns_per_s": connections / wall if wall else 0.0,
         "p50_ms": pct(0.50), "p90_ms": pct(0.90), "p99_ms": pct(0.99),
         "max_ms": ordered[-1] * 1000 if ordered else None,
@@ -317,6 +397,10 @@ def report(result, w, procs, out=sys.stdout):
         r["connect_s"], r["echo_s"], r["total_s"]), file=out)
     print("verified   {} of {} messages in {:.2f} s: {:,.0f} msgs/s, {:.2f} MB/s, {:,.0f} connections/s".format(
         r["messages"], r["expected"], r["wall_s"], r["msgs_per_s"], r["mb_per_s"], r["conns_per_s"]), file=out)
+    if r["connect_phase_s"] is not None:
+        print("phases     connect {:.3f} s ({:,} connections open at once), then echo {:.3f} s "
+              "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
+                                                                r["echo_phase_s"]), file=out)
     if r["p50_ms"] is not None:
         print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
             r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
@@ -351,9 +435,9 @@ class RunningServer:
     """An echo_*.py started on --port 0 -q in a session of its own, so that it and
     all its children can be measured and stopped together."""
 
-    def __init__(self, script, work):
-        self.name = script.name
-        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work)],
+    def __init__(self, script, work, extra=()):
+        self.name = " ".join([script.name, *extra])
+        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
         self.port, self.failed = None, None
@@ -401,25 +485,49 @@ def accept_spread(stderr):
                    if "]Accepted:" in line and line.rsplit(":", 1)[1].isdigit()), reverse=True)
 
 
+def work_seconds(work):
+    """How long sum(range(work)), the servers' --work, takes here: the bounds are sized from it."""
+    started = time.perf_counter()
+    sum(range(work))
+    return time.perf_counter() - started
+
+
+def workload(args, **changes):
+    """A workload dict from the command line, with changes."""
+    w = {"clients": args.clients, "connects": args.connects, "messages": args.messages, "size": args.size,
+         "timeout": args.timeout, "connect_timeout": args.timeout, "budget": args.budget, "hold": args.hold,
+         "connecting": args.connect_concurrency}
+    w.update(changes)
+    return w
+
+
 def scenarios_from(args):
     """[(name, workload dict, server --work)] for the scenarios asked for."""
-    base = {"clients": args.clients, "connects": args.connects, "messages": args.messages, "size": args.size,
-            "timeout": args.timeout, "budget": args.budget}
     if not args.scenario:
-        return [("custom", base, args.work)]
+        return [("custom", workload(args), args.work)]
     chosen = []
     for name in args.scenario:
         clients, connects, messages, sizes, work, _ = PRESETS[name]
         if name in SCALED:
             connects = max(1, round(connects * args.scale))
+        bounds = {}
+        if name in HELD:
+            # A message may wait behind every client's --work on one core, twice over for a shared machine.
+            queue_s = 2 * clients * work_seconds(work)
+            total = clients * connects * messages
+            bounds = dict(hold=True, connect_timeout=max(args.timeout, CONNECT_FLOOR),
+                          timeout=max(args.timeout, CONNECT_FLOOR, 10 + queue_s),
+                          budget=max(args.budget, CONNECT_FLOOR + total / SLOWEST + total / clients * queue_s))
         for size in sizes:
             label = name if len(sizes) == 1 else "{}-{}".format(name, size)
-            chosen.append((label, dict(base, clients=clients, connects=connects, messages=messages, size=size,
-                                       timeout=max(args.timeout, TIMEOUT_FLOOR.get(name, 0))), work))
+            chosen.append((label, workload(args, clients=clients, connects=connects, messages=messages, size=size,
+                                           **bounds), work))
     return chosen
 
 
-def run_all(args):
+def server_entries(args):
+    """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
+    variant of those that take it, when uvloop is installed."""
     scripts = sorted(HERE.glob("echo_*.py"))
     if args.servers:
         wanted = {s if s.endswith(".py") else s + ".py" for s in args.servers}
@@ -430,15 +538,38 @@ def run_all(args):
         scripts = [s for s in scripts if s.name in wanted]
     if not scripts:
         raise SystemExit("client.py: no echo_*.py beside client.py")
+    entries = [(script, ()) for script in scripts]
+    on_uvloop = [script for script in scripts if '"--uvloop"' in script.read_text()]
+    if on_uvloop and importlib.util.find_spec("uvloop"):
+        entries += [(script, ("--uvloop",)) for script in on_uvloop]
+    elif on_uvloop:
+        print("client.py: uvloop is not installed: the --uvloop rows are left out (pip install uvloop)",
+              file=sys.stderr)
+    return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
+
+
+def why_failed(result, w, name):
+    """A failed run in words: what happened, and the pattern's known limit."""
+    happened = ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**w))
+                         for kind, n in result["error_kinds"].items())
+    text = "{:,} of {:,} messages echoed; {}".format(result["messages"], result["expected"],
+                                                    happened or "no error counted")
+    limit = LIMITS.get(name.split()[0])
+    return text + ("; the pattern's limit: " + limit if limit else "")
+
+
+def run_all(args):
+    entries = server_entries(args)
     tables = []
     for label, w, work in scenarios_from(args):
         too_many = fit_descriptors(w["clients"], args.procs)
         if too_many:
             raise SystemExit("client.py: " + too_many)
-        servers = [RunningServer(script, work) for script in scripts]
+        servers = [RunningServer(script, work, extra) for script, extra in entries]
         rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed} for s in servers}
         try:
-            warm = dict(w, connects=1, messages=max(1, w["messages"] // 5), budget=args.budget)
+            # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
+            warm = dict(w, clients=min(100, w["clients"]), connects=1, messages=max(1, w["messages"] // 5))
             plan = [(0, s, warm) for s in servers] + [
                 (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
             for step, (rep, server, load) in enumerate(plan, 1):
@@ -456,9 +587,7 @@ def run_all(args):
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                     result["msgs_per_s"], result["errors"]), file=sys.stderr, flush=True)
                 if result["errors"] or result["messages"] != result["expected"]:
-                    row["failed"] = "{} of {} messages, errors: {}".format(
-                        result["messages"], result["expected"],
-                        ", ".join("{} {}".format(v, k) for k, v in result["error_kinds"].items()) or "none")
+                    row["failed"] = why_failed(result, load, server.name)
                 elif rep:
                     row["runs"].append(result)
         finally:
@@ -476,7 +605,7 @@ def summarize(row):
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
-                "server_cpu_s", "client_cpu_s"):
+                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open"):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
@@ -498,26 +627,37 @@ def fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
 
+# The leading columns: the article's averages per connection, or the two phases of held connections.
+ARTICLE_COLUMNS = [("connect s", "connect_s", ".5f"), ("echo s", "echo_s", ".5f"), ("total s", "total_s", ".5f")]
+HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("echo phase s", "echo_phase_s", ".2f"),
+                ("most open", "max_open", ",.0f")]
+COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"), ("p99 ms", "p99_ms", ".2f"),
+                  ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
+
+
 def markdown(tables, args):
     lines = ["Measured by `{}` on {}.".format(" ".join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         w = table["workload"]
+        columns = (HELD_COLUMNS if w["hold"] else ARTICLE_COLUMNS) + COMMON_COLUMNS
         lines += ["### {}: {}{}".format(table["scenario"], describe(w),
                                          ", servers run --work {}".format(table["server_work"])
-                                         if table["server_work"] else ""), "",
-                  "| rank | server | connect s | echo s | total s | msgs/s | MB/s | p99 ms | server CPU s"
-                  " | msgs per server CPU-s | accepts per worker |",
-                  "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+                                         if table["server_work"] else ""), ""]
+        if w["hold"]:
+            lines += ["All connections opened ({} connects in flight) and held, then the messages; msgs/s and MB/s "
+                      "are over the echo phase. Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
+                      .format(w["connecting"], w["connect_timeout"], w["timeout"], w["budget"]), ""]
+        lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",
+                  "|---:|---|" + "---:|" * len(columns) + "---|"]
         for r in table["rows"]:
             spread = "/".join(map(str, r.get("accept_spread") or [])) or ""
             if r["failed"]:
-                lines.append("| - | {} | failed: {} | | | | | | | | {} |".format(r["server"], r["failed"], spread))
+                lines.append("| - | {} | failed: {} |{} {} |".format(r["server"], r["failed"],
+                                                                    " |" * (len(columns) - 1), spread))
                 continue
-            lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {}{} | {} |".format(
-                r["rank"], r["server"], fmt(r["connect_s"], ".5f"), fmt(r["echo_s"], ".5f"),
-                fmt(r["total_s"], ".5f"), fmt(r["msgs_per_s"], ",.0f"), fmt(r["mb_per_s"], ".2f"),
-                fmt(r["p99_ms"], ".2f"), fmt(r["server_cpu_s"], ".2f"), fmt(r["msgs_per_server_cpu_s"], ",.0f"),
-                " (client-bound)" if r["client_bound"] else "", spread))
+            cells = [fmt(r[key], spec) for _, key, spec in columns]
+            cells[-1] += " (client-bound)" if r["client_bound"] else ""
+            lines.append("| {} | {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells), spread))
         lines.append("")
     return "\n".join(lines)
 
@@ -583,7 +723,7 @@ def names(text):
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--host", default="127.0.0.1", help="the server's address")
+    parser.add_argument("--host", default="127.0.0.1", help="the server's address, IPv4 or IPv6 (::1)")
     parser.add_argument("--port", type=number(1, 65535), default=7777, help="the server's port")
     parser.add_argument("--clients", type=number(1, 100000), default=50,
                         help="concurrent clients (the article's WORKER_COUNT)")
@@ -596,6 +736,12 @@ def parse_args(argv):
                         help="seconds any one wait may take before that connection counts as failed")
     parser.add_argument("--procs", type=number(1, 1024), default=os.cpu_count() or 1,
                         help="client worker processes")
+    parser.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
+                        help="connects in flight at once, over all worker processes: a burst of connects "
+                             "overflows the server's listen queue and waits on SYN retries")
+    parser.add_argument("--hold", action="store_true",
+                        help="open every connection first and hold them all, then send (as the c* presets do); "
+                             "reports the connect and echo phases apart")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     group = parser.add_argument_group("measuring every server (--all)")
     group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
@@ -615,6 +761,8 @@ def parse_args(argv):
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
+    if args.hold and args.connects != 1:
+        parser.error("--hold holds one connection per client: use it with --connects 1")
     if not args.all and (args.servers or args.scenario or args.markdown or args.svg):
         parser.error("--servers, --scenario, --markdown and --svg go with --all")
     return args
@@ -634,15 +782,11 @@ def main(argv=None):
             if args.svg:
                 Path(args.svg).write_text(svg(tables))
             return 0
-        w = {"clients": args.clients, "connects": args.connects, "messages": args.messages, "size": args.size,
-             "timeout": args.timeout, "budget": None}
-        with socket.socket() as probe:  # nothing listening is one clear line, not a page of errors
-            probe.settimeout(args.timeout)
-            try:
-                probe.connect((args.host, args.port))
-            except OSError as e:
-                raise SystemExit("client.py: cannot connect to {}:{}: {}".format(
-                    args.host, args.port, e.strerror or e))
+        w = workload(args, budget=None)
+        try:  # nothing listening is one clear line, not a page of errors
+            socket.create_connection((args.host, args.port), timeout=args.timeout).close()
+        except OSError as e:
+            raise SystemExit("client.py: cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
         result = measure(args.host, args.port, w, args.procs)
         if args.json:
             print(json.dumps(result))

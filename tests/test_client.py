@@ -159,7 +159,8 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
         probe.bind(("127.0.0.1", 0))  # bound, not listening
         # measure() in a process of its own, single-threaded as client.py is when it forks.
         code = ("import json, sys; sys.path.insert(0, {!r}); import client; print(json.dumps(client.measure("
-                "'127.0.0.1', {}, dict(clients=2, connects=3000, messages=1, size=8, timeout=2, budget=None), 1)))"
+                "'127.0.0.1', {}, dict(clients=2, connects=3000, messages=1, size=8, timeout=2, connect_timeout=2, budget=None, "
+                "hold=False, connecting=100), 1)))"
                 ).format(str(ROOT), probe.getsockname()[1])
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT * 6)
     assert result.returncode == 0, result.stderr
