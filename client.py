@@ -19,6 +19,7 @@ import collections
 import errno
 import importlib.util
 import json
+import math
 import multiprocessing
 import os
 import platform
@@ -516,8 +517,8 @@ def scenarios_from(args):
             queue_s = 2 * clients * work_seconds(work)
             total = clients * connects * messages
             bounds = dict(hold=True, connect_timeout=max(args.timeout, CONNECT_FLOOR),
-                          timeout=max(args.timeout, CONNECT_FLOOR, 10 + queue_s),
-                          budget=max(args.budget, CONNECT_FLOOR + total / SLOWEST + total / clients * queue_s))
+                          timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
+                          budget=max(args.budget, math.ceil(CONNECT_FLOOR + total / SLOWEST + total / clients * queue_s)))
         for size in sizes:
             label = name if len(sizes) == 1 else "{}-{}".format(name, size)
             chosen.append((label, workload(args, clients=clients, connects=connects, messages=messages, size=size,
