@@ -5,7 +5,8 @@ protocol's methods: data_received() writes the bytes straight back with
 transport.write(); pause_writing()/resume_writing() stop and restart reading
 while the client is slow to read (backpressure); eof_received() lets the
 transport send what remains and close. --uvloop runs the same code on uvloop.
-Trade-off: the fastest asyncio form, in callback style rather than async/await.
+Trade-off: callback style rather than async/await, and a fresh bytes object per
+read (echo_asyncio_buffered.py reads into one buffer instead).
 Run: python3 echo_asyncio_protocol.py [--port 7777] [--uvloop], then python3 client.py
 Builds on: echo_asyncio_streams.py.
 """

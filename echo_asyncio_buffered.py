@@ -1,0 +1,215 @@
+"""Single process, single thread, multiple clients (an asyncio BufferedProtocol).
+
+The one idea: read into memory you already have. The stock transport calls
+sock.recv(256 KiB) for every read: a fresh bytes object each time, then shrunk.
+A BufferedProtocol hands asyncio one preallocated buffer in get_buffer(), the
+kernel copies straight into it, and buffer_updated(n) writes those n bytes back.
+Trade-off: the buffer is yours to guard: see the comment in buffer_updated().
+Run: python3 echo_asyncio_buffered.py [--port 7777] [--uvloop], then python3 client.py
+Builds on: echo_asyncio_protocol.py.
+"""
+import argparse
+import asyncio
+import errno
+import os
+import select
+import signal
+import socket
+import sys
+
+BACKLOG = 256  # the article's backlog; --backlog sets another
+BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
+LOG_BYTES = 64  # a log line shows at most this much of a chunk
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+
+QUIET = False
+WORK = 0
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+transports = set()  # the connected clients, dropped on shutdown
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
+async def accept_loop(server_sock, backlog):
+    loop = asyncio.get_running_loop()
+    # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
+    # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, asyncio.current_task().cancel)
+    loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
+    # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
+    # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
+    server = await loop.create_server(EchoProtocol, sock=server_sock, backlog=backlog)
+    log("Ready For Accept")
+    try:
+        await asyncio.Event().wait()  # serve until cancelled
+    finally:
+        # Not serve_forever() or wait_closed(): since Python 3.12 they wait for every
+        # client to leave. Close the listening socket and drop the clients.
+        server.close()
+        for transport in list(transports):
+            transport.abort()
+
+
+class EchoProtocol(asyncio.BufferedProtocol):
+    def connection_made(self, transport):
+        self.transport = transport
+        self.fd = transport.get_extra_info("socket").fileno()
+        self.buffer = bytearray(BUFSIZE)  # every read of this client lands here
+        transports.add(transport)
+        log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])
+
+    def get_buffer(self, sizehint):
+        return self.buffer
+
+    def buffer_updated(self, nbytes):
+        data = memoryview(self.buffer)[:nbytes]
+        log("[FD:{}]Recv:{!r}", self.fd, bytes(data[:LOG_BYTES]))
+        sum(range(WORK))  # --work: the CPU cost of handling a chunk
+        self.transport.write(data)
+        # The trap: what the kernel did not take, write() keeps. Python 3.9-3.11 copy it, but
+        # 3.12+ keep a view of *this* buffer, and the next read would overwrite bytes not yet
+        # sent. So when the transport holds bytes, leave it this buffer and read into a new one.
+        if self.transport.get_write_buffer_size():
+            self.buffer = bytearray(BUFSIZE)
+
+    def pause_writing(self):  # the buffer passed its high-water mark: the client reads slowly
+        self.transport.pause_reading()
+
+    def resume_writing(self):
+        self.transport.resume_reading()
+
+    def eof_received(self):
+        log("[FD:{}]Recv:EOF", self.fd)
+        return False  # the transport sends what remains, then closes
+
+    def connection_lost(self, exc):
+        transports.discard(self.transport)
+        if exc is not None:  # a reset or vanished client ends only its own connection
+            log("[FD:{}]Error:{}", self.fd, exc)
+
+
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
+
+
+def number(low, high):
+    """An argparse type: a whole number from low to high."""
+    def parse(text):
+        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
+        return int(text)
+    return parse
+
+
+def parse_args(workers=None, uvloop=False):
+    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
+    parser.add_argument("--port", type=number(0, 65535), default=7777,
+                        help="TCP port; 0 picks any free one (default: %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    return parser.parse_args()
+
+
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, spare_fd
+    QUIET, WORK = args.quiet, args.work
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.default_int_handler)
+    try:
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
+    except OSError as e:
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def on_loop_error(server_sock, context):
+    """asyncio passes here what it would print as a traceback. Out of descriptors,
+    its accept() pauses for a second: meanwhile shed a client that is waiting.
+    Anything else is one log line."""
+    error = context.get("exception")
+    if isinstance(error, OSError) and error.errno in (errno.EMFILE, errno.ENFILE):
+        shed_connection(server_sock, error)
+    else:
+        log("Error:{}: {}", context["message"], error or "")
+
+
+def main():
+    args = parse_args(uvloop=True)
+    run = asyncio.run
+    if args.uvloop:
+        try:
+            import uvloop
+        except ImportError:
+            sys.exit("{}: --uvloop needs the uvloop package: pip install uvloop".format(sys.argv[0]))
+        run = uvloop.run
+    server_sock = start_listening(args)
+    with server_sock:
+        try:
+            run(accept_loop(server_sock, args.backlog))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            log("Shutdown")
+
+
+if __name__ == "__main__":
+    main()
