@@ -176,6 +176,41 @@ def port_is_free(port):
         return True
 
 
+def client(*args, timeout=TIMEOUT * 6):
+    """Run client.py with args and return its CompletedProcess. Past timeout it gets
+    SIGINT (so that --all stops the servers it started), then its group is killed."""
+    proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(TIMEOUT)
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # its worker processes too
+        except ProcessLookupError:
+            pass
+        proc.communicate()
+        raise
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def echo_processes():
+    """The pids of every process whose command line names an echo_ script."""
+    found = set()
+    for pid, *_ in proc_stats():
+        try:
+            with open("/proc/{}/cmdline".format(pid), "rb") as f:
+                if b"echo_" in f.read():
+                    found.add(pid)
+        except OSError:
+            pass
+    return found
+
+
 def echoes(server, payload):
     """True when a fresh connection gets payload back exactly and then EOF."""
     try:

@@ -2,65 +2,16 @@
 import json
 import selectors
 import socket
-import socketserver
 import subprocess
 import sys
-import threading
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, SERVERS, TIMEOUT, proc_stats
+from helpers import ROOT, SERVERS, TIMEOUT, client, echo_processes
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
-
-
-class Echo(socketserver.BaseRequestHandler):
-    """Echo each message back, except for the fault the server was started with."""
-
-    def handle(self):
-        fault, seen = self.server.fault, 0
-        while True:
-            data = self.request.recv(65536)
-            if not data:
-                return
-            seen += 1
-            if fault == "corrupt" and seen == 3:
-                data = bytes([data[0] ^ 0xFF]) + data[1:]
-            elif fault == "drop" and seen == 3:
-                data = data[:-1]
-            elif fault == "extra" and seen == 3:
-                data += b"!"
-            elif fault == "close" and seen == 3:
-                return
-            elif fault == "delay":
-                time.sleep(0.05)
-            self.request.sendall(data)
-
-
-@pytest.fixture
-def echo_server():
-    """echo_server(fault) -> port of a threaded echo server with that fault (None: a correct one)."""
-    servers = []
-
-    def start(fault=None):
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
-        server.daemon_threads = True
-        server.fault = fault
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
-
-
-def client(*args, timeout=TIMEOUT * 6):
-    return subprocess.run([sys.executable, str(ROOT / "client.py"), *args], capture_output=True, text=True,
-                          timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def test_exact_counts_against_a_correct_server(echo_server):
@@ -141,18 +92,6 @@ def test_all_names_every_server_and_leaves_no_process(tmp_path):
     assert all(name in text for name in SERVERS)
     ET.parse(str(chart))  # well-formed SVG
     assert not echo_processes() - before, "client.py --all stops every server it started"
-
-
-def echo_processes():
-    found = set()
-    for pid, *_ in proc_stats():
-        try:
-            with open("/proc/{}/cmdline".format(pid), "rb") as f:
-                if b"echo_" in f.read():
-                    found.add(pid)
-        except OSError:
-            pass
-    return found
 
 
 def test_a_dead_server_counts_every_refusal_without_recursing():

@@ -1,0 +1,204 @@
+"""client.py --rate: open loop, against servers whose capacity and stalls are known.
+
+Each test starts its own server here (one that serves one connection at a time, so
+its capacity is set by how long it stays busy per connection), or asks client.py
+--all to start real ones, and bounds every wait.
+"""
+import json
+import socket
+import threading
+import time
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import TIMEOUT, client, echo_processes
+
+
+class OneAtATime:
+    """Accepts one connection, echoes until EOF, closes it, then stays busy until
+    `busy` seconds after the accept: so it sustains 1/busy connections per second,
+    whatever its own overhead (as long as that is under `busy`). Once, `pause_at`
+    seconds after its first accept, it stops answering for `pause_for` seconds;
+    connections that arrive meanwhile wait in the listen backlog."""
+
+    def __init__(self, busy=0.0, pause_at=None, pause_for=0.0):
+        self.busy, self.pause_at, self.pause_for = busy, pause_at, pause_for
+        self.listener = socket.socket()
+        self.listener.bind(("127.0.0.1", 0))
+        self.listener.listen(1024)  # a queue, not refusals, while it is busy or paused
+        self.listener.settimeout(0.05)  # accept() wakes up to see `stopping`
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self):
+        first = None
+        while not self.stopping.is_set():
+            try:
+                conn, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            accepted = time.monotonic()
+            first = first or accepted
+            with conn:
+                conn.settimeout(2.0)  # a client that went quiet cannot hold the only server thread
+                try:
+                    while True:
+                        data = conn.recv(65536)
+                        if not data:
+                            break
+                        conn.sendall(data)
+                except OSError:
+                    pass
+            self.stopping.wait(max(0.0, accepted + self.busy - time.monotonic()))
+            if self.pause_at is not None and time.monotonic() - first >= self.pause_at:
+                self.pause_at = None
+                self.stopping.wait(self.pause_for)
+
+    def stop(self):
+        self.stopping.set()
+        self.thread.join(TIMEOUT)
+        self.listener.close()
+
+
+@pytest.fixture
+def one_at_a_time():
+    """one_at_a_time(busy=..., pause_at=..., pause_for=...) -> a running OneAtATime; all stopped at the end."""
+    started = []
+
+    def start(**kwargs):
+        server = OneAtATime(**kwargs)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def run_json(*args, timeout=60):
+    result = client(*args, "--json", timeout=timeout)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), result.stderr
+
+
+def progress_lines(stderr):
+    return [line for line in stderr.splitlines() if line.strip()]
+
+
+SINGLE_FIELDS = ("offered_rate", "achieved_rate", "behind_ms", "reply_rate", "connections", "messages", "errors",
+                 "error_kinds", "p50_ms", "p90_ms", "p99_ms", "max_ms", "connect_p50_ms", "connect_p99_ms",
+                 "max_open", "client_cpu_s", "client_ports_exhausted")
+
+
+@pytest.mark.parametrize("messages", [None, 3])
+def test_one_rate_reports_every_figure(echo_server, messages):
+    rate, duration = 50, 2
+    extra = ["--messages", str(messages)] if messages else []  # one exchange per connection by default
+    figures, _ = run_json("--port", str(echo_server()), "--rate", str(rate), "--duration", str(duration), *extra)
+    assert set(SINGLE_FIELDS) <= set(figures), set(SINGLE_FIELDS) - set(figures)
+    assert figures["offered_rate"] == rate
+    assert abs(figures["connections"] - rate * duration) <= 1, "every scheduled connection completed"
+    assert figures["messages"] == figures["connections"] * (messages or 1)
+    assert figures["errors"] == 0 and not figures["error_kinds"] and not figures["client_ports_exhausted"]
+    # At 50 connections/s the client keeps its schedule and a correct server keeps up.
+    assert 0.8 * rate <= figures["achieved_rate"] <= 1.05 * rate
+    assert 0 <= figures["behind_ms"] < 1000
+    assert 0.9 * rate <= figures["reply_rate"] <= 1.1 * rate
+    assert 0 < figures["p50_ms"] <= figures["p90_ms"] <= figures["p99_ms"] <= figures["max_ms"] < 5000
+    assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"]
+    assert 1 <= figures["max_open"] <= figures["connections"]
+    assert figures["client_cpu_s"] >= 0
+
+
+@pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
+                                         ("close", "closed early")])
+def test_every_reply_is_verified(echo_server, fault, kind):
+    """The test server's fault hits the third message of every connection: each one fails."""
+    result = client("--port", str(echo_server(fault)), "--rate", "20", "--duration", "1", "--messages", "3",
+                    "--timeout", "1", "--json", timeout=60)
+    assert result.returncode == 1, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["connections"] == 0 and abs(figures["errors"] - 20) <= 1
+    assert set(figures["error_kinds"]) == {kind}
+
+
+def test_sweep_names_a_knee_at_the_servers_capacity(one_at_a_time):
+    busy = 0.02  # 50 connections/s
+    server = one_at_a_time(busy=busy)
+    sweep, stderr = run_json("--port", str(server.port), "--rate", "35:90:5", "--duration", "1")
+    steps, knee = sweep["steps"], sweep["knee"]
+    offered = [step["offered_rate"] for step in steps]
+    assert offered == list(range(35, 95, 5))[:len(steps)], "one step per rate, in order"
+    assert offered[-1] < 90, "the sweep stops once it is clearly past the limit"
+    assert len(progress_lines(stderr)) >= len(steps), "one progress line per step"
+    assert sweep["knee_rule"] and isinstance(sweep["knee_rule"], dict)
+    capacity = 1 / busy
+    assert knee is not None and 0.8 * capacity <= knee <= 1.2 * capacity, (knee, steps)
+    for step in steps:
+        if step["offered_rate"] <= knee:
+            assert step["errors"] == 0 and step["reply_rate"] >= 0.9 * step["offered_rate"], step
+    past = [s for s in steps if s["offered_rate"] > knee]
+    assert past and past[-1]["reply_rate"] < 0.9 * past[-1]["offered_rate"], "replies fall behind past capacity"
+
+
+def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_time):
+    """Coordinated omission: while the server is silent, connections keep being
+    scheduled; each waits until the stall ends, and that wait is its response time."""
+    rate, duration, pause = 40, 3, 1.0
+    server = one_at_a_time(pause_at=1.0, pause_for=pause)
+    figures, _ = run_json("--port", str(server.port), "--rate", str(rate), "--duration", str(duration))
+    pause_ms = pause * 1000
+    assert figures["errors"] == 0
+    assert abs(figures["connections"] - rate * duration) <= 1
+    assert figures["max_open"] >= 0.5 * rate * pause, "open loop: connections kept starting during the stall"
+    assert figures["achieved_rate"] >= 0.8 * rate, "the client kept its schedule during the stall"
+    # A third of the connections were scheduled during the stall, and waited for up to all of it.
+    assert 0.8 * pause_ms <= figures["max_ms"] < pause_ms + 1500
+    assert figures["p99_ms"] >= 0.5 * pause_ms
+    assert figures["p50_ms"] < 0.25 * pause_ms, "the connections outside the stall stay fast"
+
+
+def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
+    markdown, chart = tmp_path / "sweep.md", tmp_path / "sweep.svg"
+    servers = ("echo_epoll.py", "echo_selectors.py")
+    before = echo_processes()
+    result = client("--all", "--servers", "epoll,selectors", "--rate", "100:200:100", "--duration", "1",
+                    "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert not echo_processes() - before, "client.py --all stops every server it started"
+    sweeps = {sweep["server"]: sweep for sweep in json.loads(result.stdout)["sweeps"]}
+    assert set(sweeps) == set(servers)
+    for sweep in sweeps.values():
+        assert not sweep["failed"] and not sweep["stopped_early"], sweep
+        assert [step["offered_rate"] for step in sweep["steps"]] == [100, 200]
+        assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
+    assert len(progress_lines(result.stderr)) >= 4, "one progress line per step"
+    lines = markdown.read_text().splitlines()
+    for name, sweep in sweeps.items():
+        assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
+                   for line in lines), "the markdown names {}'s knee".format(name)
+    root = ET.parse(str(chart)).getroot()  # well-formed
+    texts = " ".join("".join(element.itertext()) for element in root.iter("{http://www.w3.org/2000/svg}text"))
+    assert all(name[len("echo_"):-len(".py")] in texts for name in servers), "a legend names each server"
+    for graph in ("reply", "response", "error"):
+        assert graph in texts.lower(), "a graph of {} against offered rate".format(graph)
+    lines_drawn = list(root.iter("{http://www.w3.org/2000/svg}polyline"))
+    assert len(lines_drawn) >= 3 * len(servers), "a line per server in each of the three graphs"
+
+
+def test_the_sweep_preset_is_offered():
+    result = client("--help", timeout=TIMEOUT)
+    words = "".join(result.stdout.split())  # argparse may wrap the help at a hyphen
+    assert result.returncode == 0 and "pingpong-sweep" in words and "--rate" in words
+
+
+@pytest.mark.parametrize("rate", ["0", "abc", "5:1:1", "1:5:0", "-5", "nan", "1:2", "1:2:3:4", "1:5:-1"])
+def test_a_bad_rate_is_one_clear_line(rate):
+    result = client("--port", "7", "--rate", rate, timeout=TIMEOUT)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "argument --rate" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
