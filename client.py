@@ -441,7 +441,7 @@ class RunningServer:
         self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      start_new_session=True)
-        self.port, self.failed = None, None
+        self.port, self.failed, self.stderr = None, None, None
         line, deadline = b"", time.monotonic() + 15
         while not line.endswith(b"\n") and time.monotonic() < deadline:
             ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
@@ -463,6 +463,8 @@ class RunningServer:
 
     def stop(self):
         """SIGTERM, then SIGKILL for the whole group; returns what it wrote on stderr."""
+        if self.stderr is not None:
+            return self.stderr  # already stopped
         if self.alive():
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -474,10 +476,10 @@ class RunningServer:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
-        err = self.proc.stderr.read().decode(errors="replace")
+        self.stderr = self.proc.stderr.read().decode(errors="replace")
         self.proc.stdout.close()
         self.proc.stderr.close()
-        return err
+        return self.stderr
 
 
 def accept_spread(stderr):
@@ -589,11 +591,14 @@ def run_all(args):
                     result["msgs_per_s"], result["errors"]), file=sys.stderr, flush=True)
                 if result["errors"] or result["messages"] != result["expected"]:
                     row["failed"] = why_failed(result, load, server.name)
+                    # Stopped now: a server that failed may still be working through what it was
+                    # sent (10,000 threads running --work), and would slow the next server's run.
+                    row["accept_spread"] = accept_spread(server.stop())
                 elif rep:
                     row["runs"].append(result)
         finally:
             for server in servers:
-                rows[server.name]["accept_spread"] = accept_spread(server.stop())
+                rows[server.name].setdefault("accept_spread", accept_spread(server.stop()))
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(row) for row in rows.values()])})
     return tables

@@ -12,7 +12,11 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import TIMEOUT, client, echo_processes
+from helpers import ROOT, TIMEOUT, client, echo_processes
+
+# The contract of issue 9, written before the driver: these run once client.py takes --rate.
+if "--rate" not in (ROOT / "client.py").read_text():
+    pytest.skip("client.py has no --rate (open loop) yet: issue 9", allow_module_level=True)
 
 
 class OneAtATime:
