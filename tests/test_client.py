@@ -4,6 +4,7 @@ import selectors
 import socket
 import subprocess
 import sys
+import threading
 import time
 import xml.etree.ElementTree as ET
 
