@@ -2,9 +2,12 @@
 
 The one idea: read into memory you already have. The stock transport calls
 sock.recv(256 KiB) for every read: a fresh bytes object each time, then shrunk.
-A BufferedProtocol hands asyncio one preallocated buffer in get_buffer(), the
-kernel copies straight into it, and buffer_updated(n) writes those n bytes back.
-Trade-off: the buffer is yours to guard: see the comment in buffer_updated().
+A BufferedProtocol hands asyncio a view of one preallocated buffer in
+get_buffer(), the kernel copies straight into it, and buffer_updated(n) writes
+those n bytes back. Everything else is echo_asyncio_protocol.py's.
+Trade-off: the buffer is yours to guard. While the transport still holds bytes
+of it, it must not be read into again: a slow client costs a fresh buffer per
+read, and each connection keeps BUFSIZE bytes for its whole life.
 Run: python3 echo_asyncio_buffered.py [--port 7777] [--uvloop], then python3 client.py
 Builds on: echo_asyncio_protocol.py.
 """
@@ -65,7 +68,7 @@ class EchoProtocol(asyncio.BufferedProtocol):
     def connection_made(self, transport):
         self.transport = transport
         self.fd = transport.get_extra_info("socket").fileno()
-        self.buffer = bytearray(BUFSIZE)  # every read of this client lands here
+        self.buffer = memoryview(bytearray(BUFSIZE))  # every read of this client lands here
         transports.add(transport)
         log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])
 
@@ -73,15 +76,15 @@ class EchoProtocol(asyncio.BufferedProtocol):
         return self.buffer
 
     def buffer_updated(self, nbytes):
-        data = memoryview(self.buffer)[:nbytes]
+        data = self.buffer[:nbytes]
         log("[FD:{}]Recv:{!r}", self.fd, bytes(data[:LOG_BYTES]))
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         self.transport.write(data)
-        # The trap: what the kernel did not take, write() keeps. Python 3.9-3.11 copy it, but
-        # 3.12+ keep a view of *this* buffer, and the next read would overwrite bytes not yet
-        # sent. So when the transport holds bytes, leave it this buffer and read into a new one.
-        if self.transport.get_write_buffer_size():
-            self.buffer = bytearray(BUFSIZE)
+        # The trap: write() sends what it can and keeps the rest. Python 3.9-3.11 keep a copy,
+        # 3.12+ a view of *this* buffer, so reading into it again would overwrite bytes not yet
+        # sent. When the transport holds bytes, the buffer is its: the next read gets a new one.
+        if self.transport.get_write_buffer_size() > 0:
+            self.buffer = memoryview(bytearray(BUFSIZE))
 
     def pause_writing(self):  # the buffer passed its high-water mark: the client reads slowly
         self.transport.pause_reading()
