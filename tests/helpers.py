@@ -176,10 +176,16 @@ def port_is_free(port):
         return True
 
 
-def client(*args, timeout=TIMEOUT * 6):
+def client(*args, timeout=TIMEOUT * 6, prelude=None):
     """Run client.py with args and return its CompletedProcess. Past timeout it gets
-    SIGINT (so that --all stops the servers it started), then its group is killed."""
-    proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), *args], stdin=subprocess.DEVNULL,
+    SIGINT (so that --all stops the servers it started), then its group is killed.
+    prelude: Python code run first, in the same process (to patch client.py or the
+    standard library); client.py's worker processes are forked and inherit it."""
+    command = [str(ROOT / "client.py"), *args]
+    if prelude:
+        command = ["-c", "import sys; sys.path.insert(0, {!r}); sys.argv = {!r}\n{}\nimport client\n"
+                         "sys.exit(client.main())".format(str(ROOT), command, prelude)]
+    proc = subprocess.Popen([sys.executable, *command], stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -12,11 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, TIMEOUT, client, echo_processes
-
-# The contract of issue 9, written before the driver: these run once client.py takes --rate.
-if "--rate" not in (ROOT / "client.py").read_text():
-    pytest.skip("client.py has no --rate (open loop) yet: issue 9", allow_module_level=True)
+from helpers import TIMEOUT, client, echo_processes
 
 
 class OneAtATime:
@@ -206,3 +202,27 @@ def test_a_bad_rate_is_one_clear_line(rate):
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "argument --rate" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_running_out_of_local_ports_is_the_clients_limit_not_the_servers(echo_server):
+    """EADDRNOTAVAIL (every local port in TIME_WAIT) is said, and not counted as the server's error."""
+    prelude = ("import errno, socket\n"
+               "socket.socket.connect_ex = lambda self, address: errno.EADDRNOTAVAIL")
+    port = str(echo_server())
+    figures = json.loads(client("--port", port, "--rate", "20", "--duration", "1", "--json", prelude=prelude).stdout)
+    assert figures["client_ports_exhausted"] == 20 and figures["errors"] == 0 and figures["connections"] == 0
+    text = client("--port", port, "--rate", "20", "--duration", "1", prelude=prelude)
+    assert "local ports" in text.stdout and "not counted against the server" in text.stdout, text.stdout
+
+
+def test_a_client_that_falls_behind_its_schedule_says_so(echo_server):
+    """Each connect made to take 20 ms: one worker can start 50 a second, not the 200 offered."""
+    prelude = ("import time, client\n"
+               "connect = client.Engine.connect\n"
+               "client.Engine.connect = lambda self, c, now: (time.sleep(0.02), connect(self, c, now))[1]")
+    args = ("--port", str(echo_server()), "--rate", "200", "--duration", "1", "--procs", "1")
+    figures = json.loads(client(*args, "--json", prelude=prelude).stdout)
+    assert not figures["kept_schedule"] and figures["achieved_rate"] < 0.95 * 200
+    assert figures["behind_ms"] > 500 and figures["errors"] == 0
+    text = client(*args, prelude=prelude).stdout
+    assert "did not keep its schedule" in text and "lag" in text, text
