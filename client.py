@@ -47,7 +47,7 @@ PRESETS = {
     "c1k": (1000, 1, 100, [32], 0, "1,000 concurrent connections, 100 messages each"),
     "c10k": (10000, 1, 100, [32], 0, "10,000 concurrent connections, 100 messages each"),
     "c10k-cpu": (10000, 1, 1, [32], 100000, "10,000 connections, one message each, servers run --work 100000"),
-    "bulk": (20, 5, 50, [1024, 4096, 65536], 0, "messages of 1, 4 and 64 KB: messages/s and MB/s"),
+    "bulk": (20, 5, 500, [1024, 4096, 65536], 0, "messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU"),
     "pingpong": (50, 40, 1, [32], 0, "one message per connection: the connection rate"),
 }
 SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
@@ -68,7 +68,7 @@ KEPT_SCHEDULE = 0.95  # the client kept its schedule if it started at least 95 %
 MAX_RATE, MAX_STEPS = 1000000, 1000  # connections/s, and steps in a sweep: a typo's guard
 # name: (rates, seconds at each rate, what it reproduces): the open-loop presets
 SWEEPS = {
-    "pingpong-sweep": ("200:3000:200", 2.0, "the httperf ping-pong benchmark of 'Asynchronous Servers in Python': "
+    "pingpong-sweep": ("1000:16000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers in Python': "
                                             "one exchange per connection, the connection rate stepped up"),
 }
 # What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
@@ -728,7 +728,8 @@ def step_line(server, step):
 def sweep_table_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
     if sweep["knee"] is not None:
-        heading = "#### {}: knee {} connections/s".format(server, rate_text(sweep["knee"]))
+        heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
+            ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
     elif sweep["failed"] and not sweep["steps"]:
         heading = "#### {}: failed".format(server)
     else:
@@ -766,8 +767,8 @@ def sweep_table_markdown(server, sweep):
 def sweep(host, port, rates, w, procs, name, server=None):
     """Offer each rate in turn for w["duration"] seconds, one progress line per step;
     stop early once the server is clearly past its limit, or the client cannot keep
-    its schedule. Returns {"server", "knee", "knee_rule", "steps", "stopped_early",
-    "client_limited", "failed"}."""
+    its schedule. Returns {"server", "knee", "knee_rule", "knee_at_top", "steps",
+    "stopped_early", "client_limited", "failed"}."""
     result = {"server": name, "knee": None, "knee_rule": KNEE_RULE, "steps": [], "stopped_early": False,
               "client_limited": False, "failed": None}
     steps = result["steps"]
@@ -784,6 +785,8 @@ def sweep(host, port, rates, w, procs, name, server=None):
             result["stopped_early"], result["client_limited"] = True, client_limited(steps)
             break
     result["knee"] = knee(steps)
+    # The last rate asked for met the rule: the server's limit was not reached.
+    result["knee_at_top"] = result["knee"] is not None and result["knee"] == rates[-1]
     return result
 
 
@@ -972,7 +975,7 @@ def server_entries(args):
     if not scripts:
         raise SystemExit("client.py: no echo_*.py beside client.py")
     entries = [(script, ()) for script in scripts]
-    on_uvloop = [script for script in scripts if '"--uvloop"' in script.read_text()]
+    on_uvloop = [script for script in scripts if "parse_args(uvloop=True)" in script.read_text()]
     if on_uvloop and importlib.util.find_spec("uvloop"):
         entries += [(script, ("--uvloop",)) for script in on_uvloop]
     elif on_uvloop:
@@ -1000,7 +1003,8 @@ def sweep_all(args, entries):
         try:
             if server.failed:
                 result = {"server": server.name, "knee": None, "knee_rule": KNEE_RULE, "steps": [],
-                          "stopped_early": False, "client_limited": False, "failed": server.failed}
+                          "stopped_early": False, "client_limited": False, "failed": server.failed,
+                          "knee_at_top": False}
             else:
                 result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
         finally:
@@ -1115,7 +1119,8 @@ def sweeps_markdown(sweeps, tables):
         at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
         top = s["steps"][-1] if s["steps"] else None
         cells = [str(n) if s["knee"] is not None else "-", s["server"],
-                 rate_text(s["knee"]) if s["knee"] is not None else ("failed" if s["failed"] else "none"),
+                 (rate_text(s["knee"]) + (" or more" if s["knee_at_top"] else "")) if s["knee"] is not None
+                 else ("failed" if s["failed"] else "none"),
                  ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
                  rate_text(top["offered_rate"]) if top else "-", "{:,.0f}".format(top["achieved_rate"]) if top else "-",
                  "{:,.0f}".format(top["reply_rate"]) if top else "-", errors_text(top) if top else "-"]
@@ -1329,7 +1334,8 @@ def sweep_svg(sweeps):
     for i, sweep in enumerate(sweeps):
         colour, row = COLOURS[i % len(COLOURS)], TOP + 8 + 18 * i
         note = ("failed" if sweep["failed"] and not sweep["steps"] else
-                "knee {}/s".format(rate_text(sweep["knee"])) if sweep["knee"] is not None else "no knee")
+                "knee {}/s{}".format(rate_text(sweep["knee"]), " or more" if sweep.get("knee_at_top") else "")
+                if sweep["knee"] is not None else "no knee")
         if sweep["steps"]:  # no sample for a server that drew no line
             out.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"/>'.format(
                 LEGEND_X, LEGEND_X + 22, row - 4, colour))

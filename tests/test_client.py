@@ -95,6 +95,23 @@ def test_all_names_every_server_and_leaves_no_process(tmp_path):
     assert not echo_processes() - before, "client.py --all stops every server it started"
 
 
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_take_it():
+    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help offers it."""
+    code = ("import importlib.util, json, sys; sys.path.insert(0, {!r}); import client\n"
+            "real = importlib.util.find_spec\n"
+            "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
+            "print(json.dumps([[script.name, *extra] for script, extra in "
+            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT))
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+    assert result.returncode == 0, result.stderr
+    entries = json.loads(result.stdout)
+    offered = {name for name in SERVERS if "--uvloop" in subprocess.run(
+        [sys.executable, str(ROOT / name), "--help"], capture_output=True, text=True, timeout=TIMEOUT).stdout}
+    assert "echo_asyncio_protocol.py" in offered
+    assert {name for name, *extra in entries if extra == ["--uvloop"]} == offered
+    assert sorted(name for name, *extra in entries if not extra) == sorted(SERVERS)
+
+
 def test_a_dead_server_counts_every_refusal_without_recursing():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))  # bound, not listening
