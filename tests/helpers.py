@@ -185,7 +185,8 @@ def client(*args, timeout=TIMEOUT * 6, prelude=None):
     if prelude:
         command = ["-c", "import sys; sys.path.insert(0, {!r}); sys.argv = {!r}\n{}\nimport client\n"
                          "sys.exit(client.main())".format(str(ROOT), command, prelude)]
-    proc = subprocess.Popen([sys.executable, *command], stdin=subprocess.DEVNULL,
+    env = dict(os.environ, ECHO_TESTS_RUN=RUN)  # inherited by the servers --all starts: see echo_processes()
+    proc = subprocess.Popen([sys.executable, *command], stdin=subprocess.DEVNULL, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)
@@ -204,13 +205,19 @@ def client(*args, timeout=TIMEOUT * 6, prelude=None):
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
+RUN = str(os.getpid())  # marks what this test run's client.py started, apart from any other suite's
+
+
 def echo_processes():
-    """The pids of every process whose command line names an echo_ script."""
-    found = set()
+    """The pids of the echo_ scripts that a client.py of this test run started (its
+    environment carries ECHO_TESTS_RUN): another suite on the machine does not count."""
+    found, mark = set(), "ECHO_TESTS_RUN={}".format(RUN).encode() + b"\0"
     for pid, *_ in proc_stats():
         try:
             with open("/proc/{}/cmdline".format(pid), "rb") as f:
-                if b"echo_" in f.read():
+                named = b"echo_" in f.read()
+            with open("/proc/{}/environ".format(pid), "rb") as f:
+                if named and mark in f.read() + b"\0":
                     found.add(pid)
         except OSError:
             pass
