@@ -1115,10 +1115,12 @@ def sweeps_markdown(sweeps, tables):
     lines += ["| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | started/s there "
               "| replies/s there | errors there |" + (" closed-loop pingpong rank |" if closed else ""),
               "|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if closed else "")]
-    for n, s in enumerate(ranked, 1):
+    for s in ranked:
         at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
         top = s["steps"][-1] if s["steps"] else None
-        cells = [str(n) if s["knee"] is not None else "-", s["server"],
+        # Equal knees share a rank: a tie at the top is the machine's limit, not a ranking.
+        place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
+        cells = [str(place) if s["knee"] is not None else "-", s["server"],
                  (rate_text(s["knee"]) + (" or more" if s["knee_at_top"] else "")) if s["knee"] is not None
                  else ("failed" if s["failed"] else "none"),
                  ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
@@ -1173,7 +1175,8 @@ def machine():
 
 def svg(tables):
     """Horizontal bars of msgs/s per server, one group per scenario: stdlib only."""
-    bar, gap, left, width = 16, 4, 190, 460
+    bar, gap, width = 16, 4, 460
+    left = 20 + 7 * max([len(r["server"]) for t in tables for r in t["rows"]] + [20])  # room for the names
     rows = [(t["scenario"], r) for t in tables for r in t["rows"]]
     height = 40 + len(tables) * 30 + len(rows) * (bar + gap)
     peak = max([r.get("msgs_per_s") or 0 for _, r in rows] + [1])
@@ -1232,6 +1235,11 @@ def tick_text(value):
     return "{:,.0f}".format(value) if value == int(value) else "{:,g}".format(value)
 
 
+def second_round(i):
+    """Past the last colour, the lines are dashed: no two servers look alike."""
+    return ' stroke-dasharray="6,3"' if i >= len(COLOURS) else ""
+
+
 def sweep_svg(sweeps):
     """Three graphs stacked against the offered rate: reply rate, response time (p99,
     and p50 dashed when few servers), errors. One line per server, one legend."""
@@ -1262,7 +1270,7 @@ def sweep_svg(sweeps):
     ]
     height = TOP + 3 * (PLOT_H + PANEL_GAP)
     out = ['<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
-           'font-family="sans-serif" font-size="12">'.format(LEGEND_X + 300, height, LEGEND_X + 300, height),
+           'font-family="sans-serif" font-size="12">'.format(LEGEND_X + 360, height, LEGEND_X + 360, height),
            '<rect width="100%" height="100%" fill="white"/>',
            '<text x="{}" y="24" font-size="15" font-weight="bold">Open loop: each server against the offered '
            'connection rate</text>'.format(LEFT)]
@@ -1307,8 +1315,9 @@ def sweep_svg(sweeps):
         if n == 1 and with_p50:
             lines.append((lambda s: s["p50_ms"], ' stroke-dasharray="5,4" stroke-opacity="0.7"'))
         for i, sweep in enumerate(sweeps):
-            colour = COLOURS[i % len(COLOURS)]
+            colour, dashes = COLOURS[i % len(COLOURS)], second_round(i)
             for figure, style in lines:
+                style = style or dashes
                 # A step without a figure (no reply at all) breaks the line rather than dropping to 0.
                 runs, run = [], []
                 for step in sweep["steps"]:
@@ -1322,7 +1331,7 @@ def sweep_svg(sweeps):
                         continue
                     out.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
                         colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
-                    if not style:
+                    if figure is value:
                         out += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour)
                                 for px, py in run]
             knee_step = [s for s in sweep["steps"] if s["offered_rate"] == sweep["knee"]]
@@ -1337,8 +1346,8 @@ def sweep_svg(sweeps):
                 "knee {}/s{}".format(rate_text(sweep["knee"]), " or more" if sweep.get("knee_at_top") else "")
                 if sweep["knee"] is not None else "no knee")
         if sweep["steps"]:  # no sample for a server that drew no line
-            out.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"/>'.format(
-                LEGEND_X, LEGEND_X + 22, row - 4, colour))
+            out.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
+                LEGEND_X, LEGEND_X + 22, row - 4, colour, second_round(i)))
         out.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
             LEGEND_X + 28, row, html.escape(sweep["server"]), note))
     out.append("</svg>")
