@@ -196,7 +196,7 @@ def test_the_sweep_preset_is_offered():
     assert result.returncode == 0 and "pingpong-sweep" in words and "--rate" in words
 
 
-@pytest.mark.parametrize("rate", ["0", "abc", "5:1:1", "1:5:0", "-5", "nan", "1:2", "1:2:3:4", "1:5:-1"])
+@pytest.mark.parametrize("rate", ["0", "abc", "5:1:1", "1:5:0", "-5", "nan", "1:2", "1:2:3:4", "1:5:-1", "0.1"])
 def test_a_bad_rate_is_one_clear_line(rate):
     result = client("--port", "7", "--rate", rate, timeout=TIMEOUT)
     assert result.returncode == 2
