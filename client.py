@@ -1442,7 +1442,8 @@ def parse_args(argv):
         parser.error("--rate starts connections on a clock; --hold is for the closed loop")
     lowest = min(args.rate) if isinstance(args.rate, list) else args.rate
     if lowest is not None and round(lowest * args.duration) < 1:
-        parser.error("--rate {:g} for --duration {:g} s schedules no connection".format(lowest, args.duration))
+        parser.error("argument --rate: {:g} a second for --duration {:g} s schedules no connection".format(
+            lowest, args.duration))
     if args.rate is not None and args.scenario:
         parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
     if len([name for name in args.scenario or [] if name in SWEEPS]) > 1:
