@@ -369,7 +369,10 @@ class ClosedLoop:
         now = self.times["echo_start"] = time.perf_counter()
         for c in self.held:
             if self.engine.by_fd.get(c.fd) is c:  # still open: a descriptor of one that failed may be another's now
-                self.engine.begin(c, now)
+                try:
+                    self.engine.begin(c, now)
+                except OSError as e:  # reset while it waited
+                    self.engine.fail(c, e, now)
 
     def finish(self):
         if not self.released:
@@ -490,7 +493,7 @@ def measure(host, port, w, procs):
         pipes.append(here)
     try:
         for pipe in pipes:
-            if not pipe.poll(60) or pipe.recv() != "ready":
+            if not pipe.poll(60) or receive(pipe) != "ready":
                 raise SystemExit("client.py: a worker process did not start")
         go.set()
         if w.get("rate"):
@@ -501,13 +504,21 @@ def measure(host, port, w, procs):
         for pipe in pipes:
             if not pipe.poll(bound):
                 raise SystemExit("client.py: a worker process did not finish")
-            parts.append(pipe.recv())
+            parts.append(receive(pipe))
     finally:
         for worker in workers:
             worker.join(5)
             if worker.is_alive():
                 worker.kill()
     return (combine_open if w.get("rate") else combine)(parts, w)
+
+
+def receive(pipe):
+    """A worker's message; a worker that died says so in one line, not a traceback."""
+    try:
+        return pipe.recv()
+    except EOFError:
+        raise SystemExit("client.py: a worker process died (its error is above)") from None
 
 
 def timings(parts, key):
