@@ -70,7 +70,11 @@ def accept_loop(server_sock, pool):
             else:
                 # One callback per connection at a time: out of the selector until it is done.
                 selector.unregister(sock)
+                # Ctrl-C held off while submit() may start a pool thread: one interrupted while
+                # starting is never told to stop, and the exit waits for it forever.
+                signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
                 pool.submit(send_recv, sock)
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
 
 
 def accept_clients(selector, server_sock):
