@@ -12,6 +12,8 @@ not the bottleneck.
   python3 client.py --port 7777                 measure one running server
   python3 client.py --all                       start every echo_*.py here and rank them
   python3 client.py --all --scenario article-100,c10k --markdown results.md --svg results.svg
+  python3 client.py --port 7777 --rate 2000     open loop: 2,000 new connections a second
+  python3 client.py --all --scenario pingpong-sweep --svg openloop.svg    every server's knee
 """
 import argparse
 import array
