@@ -1,13 +1,13 @@
 """Single process, single thread, multiple clients (asyncio).
 
 The one idea: coroutines on one event loop, with the loop's socket API
-(sock_accept, sock_recv, sock_sendall): each client gets a task that reads
+(sock_accept, sock_recv_into, sock_sendall): each client gets a task that reads
 like the blocking loop of echo_simple.py, and `await` hands the thread to
 another task wherever this one would block.
 Trade-off: no thread per client and no stall on a slow reader, but every
 operation goes through the event loop's machinery, which costs CPU.
 Run: python3 echo_asyncio.py [--port 7777], then python3 client.py
-Builds on: echo_simple.py; echo_asyncio_streams.py is the usual high-level form.
+Builds on: echo_simple.py (echo_asyncio_streams.py is the usual high-level form).
 """
 import argparse
 import asyncio
@@ -21,24 +21,7 @@ import sys
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 async def accept_loop(server_sock):
@@ -84,21 +67,31 @@ async def send_recv(sock):
     loop = asyncio.get_running_loop()
     fd = sock.fileno()
     sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
     with sock:
         try:
             while True:
-                data = await loop.sock_recv(sock, BUFSIZE)
-                if not data:  # b"" is EOF: the client closed its side
+                data = buffer[:await loop.sock_recv_into(sock, buffer)]
+                if not data:  # nothing read is EOF: the client closed its side
                     log("[FD:{}]Recv:EOF", fd)
                     return
-                log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+                log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
                 await loop.sock_sendall(sock, data)
         except OSError as e:  # a reset or vanished client ends only its own connection
             log("[FD:{}]Error:{}", fd, e.strerror)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -162,6 +155,17 @@ def parse_args(workers=None, uvloop=False):
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
 
 
 def start_listening(args):

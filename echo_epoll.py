@@ -19,24 +19,7 @@ import sys
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 def accept_loop(server_sock):
@@ -92,7 +75,14 @@ def send_recv(sock):
         return False
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -156,6 +146,17 @@ def parse_args(workers=None, uvloop=False):
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
 
 
 def start_listening(args):

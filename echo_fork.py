@@ -16,29 +16,11 @@ import select
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # pid of each child still serving -> the address of its client
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 def accept_loop(server_sock):
@@ -54,13 +36,16 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
-            data = sock.recv(BUFSIZE)
-            if not data:  # b"" is EOF: the client closed its side
+            data = buffer[:sock.recv_into(buffer)]
+            if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
                 return
-            log("Recv:{!r}", data[:LOG_BYTES])
+            log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
     except OSError as e:  # a reset or vanished client ends only its own connection
@@ -70,9 +55,9 @@ def send_recv_loop(sock):
 def start_worker(server_sock, sock, address):
     """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
     global log_prefix
-    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
-    # bookkeeping is done (the parent has noted the pid, the child is in try).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    # Hold the signals across fork(): each side takes them only once its bookkeeping
+    # is done (the parent has noted the pid, the child is in try).
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
     except OSError as e:  # the article tested pid < 0; os.fork() raises instead
@@ -84,7 +69,7 @@ def start_worker(server_sock, sock, address):
         # Logged here, not in the parent: the child could serve a quick client first.
         log("Accept:{}:{}", *address[:2])
         try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             send_recv_loop(sock)
         except KeyboardInterrupt:
             pass  # Ctrl-C or SIGTERM: this child stops serving and leaves below
@@ -92,22 +77,21 @@ def start_worker(server_sock, sock, address):
             os._exit(0)
     if pid:
         children[pid] = address
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
 
 
-def reap_children(signum, frame):
-    """SIGCHLD: collect every finished child (the article never did: zombies piled up)."""
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return  # no child at all
-        if pid == 0:
-            return  # the others are still running
-        children.pop(pid, None)
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
 
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
+PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+children = {}  # pid of each child -> the arguments it was started with
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -173,6 +157,17 @@ def parse_args(workers=None, uvloop=False):
     return parser.parse_args()
 
 
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
@@ -191,34 +186,51 @@ def start_listening(args):
     return server_sock
 
 
+def finished_children():
+    """Reap every child that has ended (the article never did: zombies piled up), and
+    say which: [(pid, status, the arguments it was started with), ...]."""
+    ended = []
+    with contextlib.suppress(ChildProcessError):  # no child left at all
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break  # the others are still running
+            ended.append((pid, status, children.pop(pid, ())))
+    return ended
+
+
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them. One still
-    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
-                os.kill(pid, signal.SIGKILL)
-    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signum, signal.SIG_IGN)
+    """Shut down: ask every child to finish and wait for all of them; one still there
+    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
+    signals stay blocked and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
-    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):  # raised once no child is left
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+    deadline = time.monotonic() + STOP_GRACE
+    while True:
+        finished_children()
+        grace = deadline - time.monotonic()
+        if not children or grace <= 0:
+            break
+        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
+        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def main():
     args = parse_args()
     if not hasattr(os, "fork"):
         sys.exit("{}: needs os.fork(), which this platform lacks; try echo_thread.py".format(sys.argv[0]))
-    signal.signal(signal.SIGCHLD, reap_children)
+    # Reap each child as it ends: the article never did, and zombies piled up.
+    signal.signal(signal.SIGCHLD, lambda signum, frame: finished_children())
     server_sock = start_listening(args)
     with server_sock:
         try:

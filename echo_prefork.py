@@ -18,6 +18,7 @@ import signal
 import socket
 import sys
 import tempfile
+import time
 
 try:
     import fcntl  # POSIX only: main() says so where it is missing
@@ -27,98 +28,60 @@ except ImportError:
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
 WORKERS = 10  # the article's number of children
 
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # pid of each worker -> None: the parent keeps nothing else for it
 lock_file = None  # the accept lock shared by the workers
-accepted = 0  # connections this worker took
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 def accept_loop(server_sock):
-    global accepted
     while True:
         log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
             log("Get Lock")
-            new_sock, address = server_sock.accept()
+            new_sock, address = counted(server_sock.accept())
         except OSError as e:
             shed_connection(server_sock, e)
             continue
         finally:
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
-        accepted += 1
         log("Accept:{}:{}", *address[:2])
         with new_sock:
             send_recv_loop(new_sock)
 
 
 def send_recv_loop(sock):
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
-            data = sock.recv(BUFSIZE)
-            if not data:  # b"" is EOF: the client closed its side
+            data = buffer[:sock.recv_into(buffer)]
+            if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
                 return
-            log("Recv:{!r}", data[:LOG_BYTES])
+            log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("Error:{}", e.strerror)
 
 
-def start_worker(server_sock):
-    """Fork one worker; it leaves with os._exit() so it never runs the parent's code."""
-    global log_prefix
-    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
-    # bookkeeping is done (the parent has noted the pid, the child is in try).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    pid = os.fork()
-    if pid == 0:
-        log_prefix = "[PID:{}]".format(os.getpid())
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            accept_loop(server_sock)
-        except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
-        finally:
-            os._exit(0)
-    children[pid] = None
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
 
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
+FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
+PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+children = {}  # pid of each child -> the arguments it was started with
+accepted = 0  # connections this worker took: it reports the count when it stops
 
-def run_workers(server_sock, workers):
-    """The parent: start the workers, then replace each one that dies."""
-    for _ in range(workers):
-        start_worker(server_sock)
-    while True:
-        # The article waited for one child only; wait for each, and replace it.
-        pid, status = os.wait()
-        children.pop(pid, None)
-        log("[PID:{}]Exit:{}: starting another worker", pid, status)
-        start_worker(server_sock)
-
-
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -184,6 +147,17 @@ def parse_args(workers=None, uvloop=False):
     return parser.parse_args()
 
 
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
@@ -202,27 +176,102 @@ def start_listening(args):
     return server_sock
 
 
+def counted(connection):
+    """Count a connection this worker took, and pass it on (the spread across workers)."""
+    global accepted
+    accepted += 1
+    return connection
+
+
+def fork_worker(serve, *args):
+    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
+    parent's code. A failed fork() (out of processes) is one log line and returns False:
+    the parent goes on with the workers it has and tries again later."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return False
+    if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
+        try:
+            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
+                signal.signal(signum, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            serve(*args)
+        except KeyboardInterrupt:
+            # How many connections this worker took: the spread across workers.
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
+        finally:
+            os._exit(0)
+    children[pid] = args
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return True
+
+
+def finished_children():
+    """Reap every child that has ended (the article never did: zombies piled up), and
+    say which: [(pid, status, the arguments it was started with), ...]."""
+    ended = []
+    with contextlib.suppress(ChildProcessError):  # no child left at all
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break  # the others are still running
+            ended.append((pid, status, children.pop(pid, ())))
+    return ended
+
+
+def run_workers(serve, jobs):
+    """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
+    one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
+    and takes them with sigwait(): no handler has to run, so none can be missed."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
+    waiting = list(jobs)
+    while True:
+        while waiting and fork_worker(serve, *waiting[-1]):
+            waiting.pop()
+        if waiting:
+            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
+        signum = signal.sigwait(PARENT_SIGNALS)
+        if signum in STOP_SIGNALS:
+            raise KeyboardInterrupt
+        for pid, status, args in finished_children():
+            log("[PID:{}]Exit:{}: starting another worker", pid, status)
+            waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
+
+
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them. One still
-    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
-                os.kill(pid, signal.SIGKILL)
-    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signum, signal.SIG_IGN)
+    """Shut down: ask every child to finish and wait for all of them; one still there
+    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
+    signals stay blocked and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
-    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):  # raised once no child is left
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+    deadline = time.monotonic() + STOP_GRACE
+    while True:
+        finished_children()
+        grace = deadline - time.monotonic()
+        if not children or grace <= 0:
+            break
+        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
+        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def main():
@@ -238,7 +287,7 @@ def main():
     log("Ready For Accept")
     with server_sock:
         try:
-            run_workers(server_sock, args.workers)
+            run_workers(accept_loop, [(server_sock,)] * args.workers)
         except KeyboardInterrupt:
             stop_children()
 

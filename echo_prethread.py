@@ -6,7 +6,7 @@ loop of echo_simple.py. No thread is created per connection.
 Trade-off: at most --workers clients are served at once; the next waits in
 the backlog until a thread is free.
 Run: python3 echo_prethread.py [--port 7777] [--workers 40], then python3 client.py
-Builds on: echo_thread.py and echo_prefork.py.
+Builds on: echo_thread.py.
 """
 import argparse
 import errno
@@ -20,25 +20,8 @@ import threading
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 WORKERS = 40  # the article's number of threads
 LOCK = threading.Lock()  # held by the one thread waiting in accept()
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 def accept_thread(server_sock):
@@ -61,20 +44,23 @@ def accept_thread(server_sock):
 
 def send_recv_loop(sock):
     ident = threading.get_ident()  # the article's currentThread() is deprecated
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
-            data = sock.recv(BUFSIZE)
-            if not data:  # b"" is EOF: the client closed its side
+            data = buffer[:sock.recv_into(buffer)]
+            if not data:  # nothing read is EOF: the client closed its side
                 log("<{}>Recv:EOF", ident)
                 return
-            log("<{}>Recv:{!r}", ident, data[:LOG_BYTES])
+            log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("<{}>Error:{}", ident, e.strerror)
 
 
-def run_workers(server_sock, workers):
+def run_threads(server_sock, workers):
     """Start the threads, then wait for them: for ever, until Ctrl-C interrupts the wait."""
     # Daemon threads: Ctrl-C need not wait for clients that stay connected.
     threads = [threading.Thread(target=accept_thread, args=(server_sock,), daemon=True) for _ in range(workers)]
@@ -84,7 +70,14 @@ def run_workers(server_sock, workers):
         thread.join()
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -150,6 +143,17 @@ def parse_args(workers=None, uvloop=False):
     return parser.parse_args()
 
 
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
@@ -174,7 +178,7 @@ def main():
     log("Ready For Accept")
     with server_sock:
         try:
-            run_workers(server_sock, args.workers)
+            run_threads(server_sock, args.workers)
         except KeyboardInterrupt:
             log("Shutdown")
 

@@ -9,7 +9,7 @@ them: a worker that dies is replaced, and its queued connections wait for it.
 Trade-off: Linux only; the kernel balances by a hash of the connection, not by
 load, so one busy worker can be handed more than its share.
 Run: python3 echo_reuseport.py [--port 7777] [--workers N], then python3 client.py
-Builds on: echo_selectors.py and echo_prefork.py.
+Builds on: echo_selectors.py.
 """
 import argparse
 import contextlib
@@ -20,22 +20,14 @@ import selectors
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = os.cpu_count() or 1  # one worker per core
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # pid of each worker -> the listening socket it serves
-accepted = 0  # connections this worker took
 
 
 def create_server_socket(host, port, backlog):
@@ -81,16 +73,14 @@ def accept_loop(server_sock):
 def accept_clients(selector, server_sock):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
-    global accepted
     for _ in range(ACCEPTS_PER_WAKEUP):
         try:
-            new_sock, address = server_sock.accept()
+            new_sock, address = counted(server_sock.accept())
         except BlockingIOError:
             return  # the queue is empty
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        accepted += 1
         new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
@@ -124,39 +114,20 @@ def send_recv(client, events):
     return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
 
 
-def start_worker(server_sock):
-    """Fork one worker for this socket; it leaves with os._exit() so it never runs the parent's code.
-    It inherits the other workers' sockets too, but never accepts on them."""
-    global log_prefix
-    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
-    # bookkeeping is done (the parent has noted the pid, the child is in try).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    pid = os.fork()
-    if pid == 0:
-        log_prefix = "[PID:{}]".format(os.getpid())
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            accept_loop(server_sock)
-        except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
-        finally:
-            os._exit(0)
-    children[pid] = server_sock
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
 
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
+FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
+PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+children = {}  # pid of each child -> the arguments it was started with
+accepted = 0  # connections this worker took: it reports the count when it stops
 
-def run_workers(server_socks):
-    """The parent: start a worker on each socket, then replace each one that dies."""
-    for server_sock in server_socks:
-        start_worker(server_sock)
-    while True:
-        pid, status = os.wait()
-        log("[PID:{}]Exit:{}: starting another worker", pid, status)
-        start_worker(children.pop(pid))  # on the same socket: its queued clients wait for it
-
-
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -240,27 +211,102 @@ def start_listening(args):
     return server_sock
 
 
+def counted(connection):
+    """Count a connection this worker took, and pass it on (the spread across workers)."""
+    global accepted
+    accepted += 1
+    return connection
+
+
+def fork_worker(serve, *args):
+    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
+    parent's code. A failed fork() (out of processes) is one log line and returns False:
+    the parent goes on with the workers it has and tries again later."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return False
+    if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
+        try:
+            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
+                signal.signal(signum, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            serve(*args)
+        except KeyboardInterrupt:
+            # How many connections this worker took: the spread across workers.
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
+        finally:
+            os._exit(0)
+    children[pid] = args
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return True
+
+
+def finished_children():
+    """Reap every child that has ended (the article never did: zombies piled up), and
+    say which: [(pid, status, the arguments it was started with), ...]."""
+    ended = []
+    with contextlib.suppress(ChildProcessError):  # no child left at all
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break  # the others are still running
+            ended.append((pid, status, children.pop(pid, ())))
+    return ended
+
+
+def run_workers(serve, jobs):
+    """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
+    one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
+    and takes them with sigwait(): no handler has to run, so none can be missed."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
+    waiting = list(jobs)
+    while True:
+        while waiting and fork_worker(serve, *waiting[-1]):
+            waiting.pop()
+        if waiting:
+            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
+        signum = signal.sigwait(PARENT_SIGNALS)
+        if signum in STOP_SIGNALS:
+            raise KeyboardInterrupt
+        for pid, status, args in finished_children():
+            log("[PID:{}]Exit:{}: starting another worker", pid, status)
+            waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
+
+
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them. One still
-    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
-                os.kill(pid, signal.SIGKILL)
-    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signum, signal.SIG_IGN)
+    """Shut down: ask every child to finish and wait for all of them; one still there
+    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
+    signals stay blocked and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
-    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):  # raised once no child is left
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+    deadline = time.monotonic() + STOP_GRACE
+    while True:
+        finished_children()
+        grace = deadline - time.monotonic()
+        if not children or grace <= 0:
+            break
+        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
+        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def main():
@@ -276,7 +322,8 @@ def main():
     except OSError as e:  # --workers past the descriptor limit, say
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, port, e.strerror or e))
     try:
-        run_workers(server_socks)
+        # Each worker on a socket of its own; one that ends is replaced on the same socket.
+        run_workers(accept_loop, [(sock,) for sock in server_socks])
     except KeyboardInterrupt:
         stop_children()
 

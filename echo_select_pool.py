@@ -8,7 +8,7 @@ go back in order, and at most one chunk per client waits in memory.
 Trade-off: two thread hand-offs per chunk, and like echo_select.py it refuses
 descriptors past FD_SETSIZE (1024).
 Run: python3 echo_select_pool.py [--port 7777] [--workers 40], then python3 client.py
-Builds on: echo_select.py and echo_prethread.py.
+Builds on: echo_select.py.
 """
 import argparse
 import collections
@@ -25,30 +25,15 @@ import threading
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 FD_SETSIZE = 1024  # select() fails on a descriptor at or above this
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # the article's number of sender threads
 
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 send_queue = queue.Queue()  # (client, chunk) for the sender threads (the article's Queue module is Python 2)
 sent_back = collections.deque()  # clients whose chunk has been sent, to read again
 waker_r, waker_w = socket.socketpair()  # a sender writes a byte to wake select()
 waker_w.setblocking(False)
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
+buffer = memoryview(bytearray(BUFSIZE))  # what the select() loop reads into
 
 
 def accept_loop(server_sock):
@@ -98,7 +83,9 @@ def recv(sock):
     """One chunk from a client; b"" once it has closed or failed."""
     fd = sock.fileno()
     try:
-        data = sock.recv(BUFSIZE)
+        # Read into the loop's one buffer and queue an exact copy: a fresh 64 KiB object per
+        # recv(), shrunk and freed by another thread, fragments the heap (see RESULTS.md).
+        data = bytes(buffer[:sock.recv_into(buffer)])
         if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
             log("[FD:{}]Recv:EOF", fd)
         return data
@@ -125,7 +112,14 @@ def send_thread():
             waker_w.send(b"\0")
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -189,6 +183,17 @@ def parse_args(workers=None, uvloop=False):
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
 
 
 def start_listening(args):

@@ -7,7 +7,7 @@ connections it is given, so CPU work (--work) spreads over every core.
 Trade-off: POSIX only, and connections are dealt round-robin, whatever each
 worker's load; a worker that dies takes its connections with it (it is replaced).
 Run: python3 echo_selectors_process.py [--port 7777] [--workers N], then python3 client.py
-Builds on: echo_selectors.py and echo_reuseport.py.
+Builds on: echo_selectors.py.
 """
 import argparse
 import contextlib
@@ -19,34 +19,16 @@ import selectors
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = os.cpu_count() or 1  # one worker per core
 
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-children = {}  # pid of each worker -> the acceptor's end of its Unix socket
-accepted = 0  # connections this worker was given
 turn = itertools.count()  # the acceptor deals connections to the workers in turn
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 class Client:
@@ -57,47 +39,71 @@ class Client:
 
 
 # The acceptor: deal the waiting connections to the workers in turn.
-def accept_loop(server_sock):
+def accept_loop(server_sock, workers):
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
+    signals = signal_pipe()  # a byte for each Ctrl-C, SIGTERM, or worker that ended
     while True:
-        # Replace the workers that died; an acceptor always has workers, so waitpid() cannot fail.
-        while (dead := os.waitpid(-1, os.WNOHANG))[0]:  # (0, 0): every worker is running
-            children.pop(dead[0]).close()
-            log("[PID:{}]Exit:{}: starting another worker", *dead)
-            start_worker(server_sock)
-        # As echo_selectors.py's accept_clients; waits at most half a second, so a dead worker is replaced soon.
-        for _ in range(ACCEPTS_PER_WAKEUP if select.select([server_sock], [], [], 0.5)[0] else 0):
+        while len(children) < workers and start_worker(server_sock):
+            pass
+        # Wait for clients and signals; with a worker missing (fork() failed), try again soon.
+        full = len(children) == workers
+        watched = [signals, server_sock] if children else [signals]
+        ready, _, _ = select.select(watched, [], [], None if full else FORK_RETRY)
+        if signals in ready:
+            if set(os.read(signals, 256)) & set(STOP_SIGNALS):
+                raise KeyboardInterrupt  # main() stops the workers
+            for pid, status, (_, channel, _) in finished_children():
+                channel.close()
+                log("[PID:{}]Exit:{}: starting another worker", pid, status)
+        if server_sock in ready:
+            accept_clients(server_sock)
+
+
+def accept_clients(server_sock):
+    """Take the connections waiting in the listen queue, and pass each to a worker in turn."""
+    for _ in range(ACCEPTS_PER_WAKEUP):
+        try:
+            new_sock, address = server_sock.accept()
+        except BlockingIOError:
+            return  # the queue is empty
+        except OSError as e:
+            shed_connection(server_sock, e)
+            return
+        with new_sock:  # the worker gets its own copy of the descriptor
+            pid, (_, channel, _) = list(children.items())[next(turn) % len(children)]
+            log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
             try:
-                new_sock, address = server_sock.accept()
-            except OSError as e:
-                if not isinstance(e, BlockingIOError):  # BlockingIOError: the queue is empty
-                    shed_connection(server_sock, e)
-                break
-            with new_sock:  # the worker gets its own copy of the descriptor
-                pid, channel = list(children.items())[next(turn) % len(children)]
-                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
-                try:
-                    socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-                except OSError as e:  # that worker just died: this client is shed
-                    log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
+                socket.send_fds(channel, [b"c"], [new_sock.fileno()])
+            except OSError as e:  # that worker just died: this client is shed
+                log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
+
+
+def start_worker(server_sock):
+    """Fork a worker fed by a Unix socket: the acceptor keeps channel, the worker worker_end."""
+    channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with worker_end:
+        if fork_worker(worker_loop, server_sock, channel, worker_end):
+            return True
+    channel.close()
+    return False
 
 
 # A worker: the loop of echo_selectors.py, fed connections by the acceptor.
-def worker_loop(channel):
-    global accepted
+def worker_loop(server_sock, channel, worker_end):
+    for sock in [server_sock, channel, *(args[1] for args in children.values())]:
+        sock.close()  # the acceptor's, not this worker's: it sees EOF when the acceptor is gone
     selector = selectors.DefaultSelector()
-    selector.register(channel, selectors.EVENT_READ)
+    selector.register(worker_end, selectors.EVENT_READ)
     while True:
         for key, events in selector.select():
             if key.data is None:  # the acceptor passed connections
-                message, fds, _, _ = socket.recv_fds(channel, 1024, 64)
+                message, fds, _, _ = socket.recv_fds(worker_end, 1024, 64)
                 if not message:
                     return  # the acceptor is gone
                 for fd in fds:
-                    new_sock = socket.socket(fileno=fd)
+                    new_sock = counted(socket.socket(fileno=fd))
                     new_sock.setblocking(False)
                     selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
-                accepted += len(fds)
                 continue
             client = key.data
             wanted = send_recv(client, events)
@@ -137,32 +143,20 @@ def send_recv(client, events):
     return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
 
 
-def start_worker(server_sock):
-    """Fork one worker, fed by a Unix socket; it leaves with os._exit(), never running the parent's code."""
-    global log_prefix
-    channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    # Hold Ctrl-C/SIGTERM across fork(): each side takes them only once its
-    # bookkeeping is done (the parent has noted the pid, the child is in try).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    pid = os.fork()
-    if pid == 0:
-        log_prefix = "[PID:{}]".format(os.getpid())
-        try:
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-            for other in [server_sock, channel, *children.values()]:  # the acceptor's, not this worker's
-                other.close()
-            worker_loop(worker_end)
-        except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
-        finally:
-            os._exit(0)
-    worker_end.close()
-    children[pid] = channel
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
 
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
+FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
+PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+children = {}  # pid of each child -> the arguments it was started with
+accepted = 0  # connections this worker took: it reports the count when it stops
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -228,6 +222,17 @@ def parse_args(workers=None, uvloop=False):
     return parser.parse_args()
 
 
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
@@ -246,27 +251,94 @@ def start_listening(args):
     return server_sock
 
 
+def counted(connection):
+    """Count a connection this worker took, and pass it on (the spread across workers)."""
+    global accepted
+    accepted += 1
+    return connection
+
+
+def fork_worker(serve, *args):
+    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
+    parent's code. A failed fork() (out of processes) is one log line and returns False:
+    the parent goes on with the workers it has and tries again later."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return False
+    if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
+        try:
+            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
+                signal.signal(signum, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            serve(*args)
+        except KeyboardInterrupt:
+            # How many connections this worker took: the spread across workers.
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
+        finally:
+            os._exit(0)
+    children[pid] = args
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return True
+
+
+def finished_children():
+    """Reap every child that has ended (the article never did: zombies piled up), and
+    say which: [(pid, status, the arguments it was started with), ...]."""
+    ended = []
+    with contextlib.suppress(ChildProcessError):  # no child left at all
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break  # the others are still running
+            ended.append((pid, status, children.pop(pid, ())))
+    return ended
+
+
+def signal_pipe():
+    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    so a loop waiting in select() wakes for them. The C-level handler writes it
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    signal.set_wakeup_fd(write_end)
+    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    return read_end
+
+
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them. One still
-    there after STOP_GRACE seconds (busy, or it missed the signal) is killed outright."""
-    def kill_the_rest(signum, frame):
-        for pid in children:
-            with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
-                os.kill(pid, signal.SIGKILL)
-    for signum in STOP_SIGNALS:  # a second Ctrl-C must not cut the clean-up short
-        signal.signal(signum, signal.SIG_IGN)
+    """Shut down: ask every child to finish and wait for all of them; one still there
+    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
+    signals stay blocked and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
-    # Reaped here, one by one: a SIGCHLD handler (echo_fork.py's) must not take them first.
-    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    signal.signal(signal.SIGALRM, kill_the_rest)
-    signal.alarm(STOP_GRACE)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    with contextlib.suppress(ChildProcessError):  # raised once no child is left
-        while True:
-            children.pop(os.wait()[0], None)
-    signal.alarm(0)  # all finished in time
+    deadline = time.monotonic() + STOP_GRACE
+    while True:
+        finished_children()
+        grace = deadline - time.monotonic()
+        if not children or grace <= 0:
+            break
+        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
+        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
 
 
 def main():
@@ -278,9 +350,7 @@ def main():
     log("Ready For Accept")
     with server_sock:
         try:
-            for _ in range(args.workers):
-                start_worker(server_sock)
-            accept_loop(server_sock)
+            accept_loop(server_sock, args.workers)
         except KeyboardInterrupt:
             stop_children()
 

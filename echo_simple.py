@@ -18,23 +18,6 @@ import sys
 BACKLOG = 5  # the article's backlog: five clients may wait while one is served; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
-
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-
-
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
 
 
 def accept_loop(server_sock):
@@ -53,20 +36,30 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     fd = sock.fileno()
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
-            data = sock.recv(BUFSIZE)
-            if not data:  # b"" is EOF: the client closed its side
+            data = buffer[:sock.recv_into(buffer)]
+            if not data:  # nothing read is EOF: the client closed its side
                 log("[FD:{}]Recv:EOF", fd)
                 return
-            log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+            log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -130,6 +123,17 @@ def parse_args(workers=None, uvloop=False):
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
 
 
 def start_listening(args):

@@ -9,7 +9,7 @@ clients need not hold 10,000 threads.
 Trade-off: two thread hand-offs per chunk, and a client slow to read holds one
 pool thread while its sendall() waits.
 Run: python3 echo_threadpool.py [--port 7777] [--workers 40], then python3 client.py
-Builds on: echo_select_pool.py and echo_prethread.py.
+Builds on: echo_select_pool.py.
 """
 import argparse
 import collections
@@ -27,29 +27,20 @@ import threading
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # pool threads, as many as the article's prethread server
 
-QUIET = False
-WORK = 0
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 clients = set()  # every open client, woken with shutdown() when the server stops
 sent_back = collections.deque()  # clients whose callback is done, to watch again
 waker_r, waker_w = socket.socketpair()  # a callback writes a byte to wake the selector
 waker_w.setblocking(False)
+thread_state = threading.local()  # each pool thread's own read buffer
 
 
-def create_server_socket(host, port, backlog):
-    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    server_sock.bind(address)
-    server_sock.listen(backlog)
-    return server_sock
+def give_buffer():
+    """A pool thread's start: one buffer it reads into again and again. A fresh 64 KiB
+    object per recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md)."""
+    thread_state.buffer = memoryview(bytearray(BUFSIZE))
 
 
 def accept_loop(server_sock, pool):
@@ -95,13 +86,13 @@ def accept_clients(selector, server_sock):
 
 def send_recv(sock):
     """In a pool thread: echo one chunk, then hand the client back, or close it."""
-    fd = sock.fileno()
+    fd, buffer = sock.fileno(), thread_state.buffer
     try:
-        data = sock.recv(BUFSIZE)
-        if not data:  # b"" is EOF: the client closed its side
+        data = buffer[:sock.recv_into(buffer)]
+        if not data:  # nothing read is EOF: the client closed its side
             log("[FD:{}]Recv:EOF", fd)
         else:
-            log("[FD:{}]<{}>Recv:{!r}", fd, threading.get_ident(), data[:LOG_BYTES])
+            log("[FD:{}]<{}>Recv:{!r}", fd, threading.get_ident(), bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)
             sent_back.append(sock)
@@ -114,7 +105,14 @@ def send_recv(sock):
     sock.close()
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
@@ -180,6 +178,17 @@ def parse_args(workers=None, uvloop=False):
     return parser.parse_args()
 
 
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
@@ -201,7 +210,7 @@ def start_listening(args):
 def main():
     args = parse_args(workers=WORKERS)
     server_sock = start_listening(args)
-    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers, initializer=give_buffer)
     with server_sock:
         try:
             accept_loop(server_sock, pool)

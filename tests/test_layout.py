@@ -1,16 +1,35 @@
-"""The layout every echo_*.py keeps: the lesson first, then a banner, then the shared parts,
-identical in every file that has them and in one order, then main()."""
+"""The layout every echo_*.py keeps: docstring, imports and constants, then the lesson (the
+pattern's own loop), then a banner, then the shared parts, identical in every file that has
+them and in one order, then main(). Each file names one parent, and `diff PARENT FILE` stays
+small enough to be read as the idea."""
 import ast
+import difflib
+import re
 
 import pytest
 
 from helpers import ROOT, SERVERS
 
-BANNER = "# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, start-up. ----"
-# The shared functions, in their order; the first five are in every file.
-SHARED = ["log", "shed_connection", "number", "parse_args", "start_listening", "on_loop_error", "stop_children"]
-EVERYWHERE = SHARED[:5]
+BANNER = "# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----"
+# The shared functions, in their order. The first six are in every file (but create_server_socket
+# stands in the lesson where the socket set-up is the idea: SO_REUSEPORT).
+SHARED = ["log", "shed_connection", "number", "parse_args", "create_server_socket", "start_listening",
+          "on_loop_error", "counted", "fork_worker", "finished_children", "run_workers", "signal_pipe",
+          "stop_children"]
+EVERYWHERE = SHARED[:6]
+SOCKET_IS_THE_LESSON = {"echo_reuseport.py"}
 LESSON_BUDGET = 100  # lines of code (not blank, not comment) from the first function to the banner
+DIFF_BUDGET = 60  # changed code lines between a file and its parent
+# Files whose idea takes more than DIFF_BUDGET lines, and why.
+DIFF_BUDGET_EXCEPTIONS = {
+    "echo_selectors.py": (75, "the non-blocking loop is the idea whole: a Client record with its send "
+                              "buffer, send_recv() saying what it wants, and the one place that applies it"),
+    "echo_threadpool.py": (100, "two changes that only work together: a selector instead of select() "
+                                "(clients past FD_SETSIZE), and an executor running whole callbacks "
+                                "instead of sender threads fed by a queue"),
+    "echo_selectors_process.py": (100, "the acceptor (deal, replace workers, wake on signals) and the "
+                                       "worker fed over a Unix socket replace echo_selectors.py's accept"),
+}
 
 
 def parse(script):
@@ -26,6 +45,40 @@ def top_functions(tree):
     return [node for node in tree.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
 
 
+def parent_of(script):
+    """The one file named on the docstring's 'Builds on:' line, or None for echo_simple.py."""
+    _, _, tree = parse(script)
+    line = next(line for line in ast.get_docstring(tree).splitlines() if line.startswith("Builds on:"))
+    named = re.findall(r"echo_\w+\.py", line.split("(")[0])
+    return named[0] if named else None
+
+
+def code_lines(script, leave_out=()):
+    """The file's code lines, stripped: no docstring, blank or comment lines, and none of the
+    shared functions named in leave_out."""
+    text, lines, tree = parse(script)
+    skip = set(range(tree.body[0].lineno - 1, tree.body[0].end_lineno))  # the docstring
+    for node in top_functions(tree):
+        if node.lineno > banner_line(lines) and node.name in leave_out:
+            skip.update(range(node.lineno - 1, node.end_lineno))
+    return [line.strip() for i, line in enumerate(lines)
+            if i not in skip and line.strip() and not line.strip().startswith("#")]
+
+
+def changed_lines(script):
+    """The code lines `diff PARENT FILE` shows, less the shared functions the file adds."""
+    parent = parent_of(script)
+    added_shared = shared_functions(script) - shared_functions(parent)
+    return [line for line in difflib.unified_diff(code_lines(parent), code_lines(script, added_shared),
+                                                  n=0, lineterm="")
+            if line[:1] in "+-" and line[:3] not in ("+++", "---")]
+
+
+def shared_functions(script):
+    _, lines, tree = parse(script)
+    return {node.name for node in top_functions(tree) if node.lineno > banner_line(lines)} - {"main"}
+
+
 @pytest.mark.parametrize("script", SERVERS)
 def test_banner_divides_lesson_from_shared_parts_in_order(script):
     _, lines, tree = parse(script)
@@ -36,7 +89,25 @@ def test_banner_divides_lesson_from_shared_parts_in_order(script):
     shared = below[:-1]
     assert all(name in SHARED for name in shared), "only shared functions below the banner: {}".format(shared)
     assert shared == sorted(shared, key=SHARED.index), "the shared functions keep one order"
-    assert set(EVERYWHERE) <= set(shared)
+    everywhere = set(EVERYWHERE) - ({"create_server_socket"} if script in SOCKET_IS_THE_LESSON else set())
+    assert everywhere <= set(shared)
+
+
+@pytest.mark.parametrize("script", SERVERS)
+def test_the_lesson_comes_first_and_carries_no_plumbing(script):
+    """After the docstring, imports and constants, the first function is the pattern's own; no shared
+    function stands above the banner (create_server_socket only where SO_REUSEPORT is the lesson)."""
+    _, lines, tree = parse(script)
+    first = top_functions(tree)[0]
+    assert all(isinstance(node, (ast.Import, ast.ImportFrom, ast.Assign, ast.Try, ast.Expr))
+               for node in tree.body[:tree.body.index(first)]), "only imports and constants before the lesson"
+    above = [node.name for node in top_functions(tree) if node.lineno < banner_line(lines)]
+    plumbing = set(above) & set(SHARED)
+    if script in SOCKET_IS_THE_LESSON:
+        assert plumbing == {"create_server_socket"}
+        assert "SO_REUSEPORT" in ast.get_source_segment(parse(script)[0], first)
+    else:
+        assert not plumbing, "shared parts above the banner: {}".format(sorted(plumbing))
 
 
 def test_shared_functions_are_identical_in_every_file():
@@ -46,6 +117,7 @@ def test_shared_functions_are_identical_in_every_file():
         for node in top_functions(tree):
             if node.lineno > banner_line(lines) and node.name != "main":
                 sources.setdefault(node.name, {})[script] = ast.get_source_segment(text, node)
+    assert set(sources) == set(SHARED), "every shared function is used somewhere"
     for name, by_file in sources.items():
         variants = set(by_file.values())
         assert len(variants) == 1, "{} differs between {}".format(name, sorted(by_file))
@@ -58,3 +130,34 @@ def test_the_lesson_fits_its_budget(script):
     lesson = [line for line in lines[first - 1:banner_line(lines) - 1]
               if line.strip() and not line.strip().startswith("#")]
     assert len(lesson) <= LESSON_BUDGET, "{} lines of lesson".format(len(lesson))
+
+
+def test_each_file_names_one_parent_and_the_chain_reaches_echo_simple():
+    parents = {script: parent_of(script) for script in SERVERS}
+    assert [script for script, parent in parents.items() if parent is None] == ["echo_simple.py"]
+    for script in SERVERS:
+        seen = [script]
+        while parents[seen[-1]] is not None:
+            assert parents[seen[-1]] in SERVERS, "{} builds on a file that is not here".format(seen[-1])
+            assert parents[seen[-1]] not in seen, "a loop: {}".format(seen)
+            seen.append(parents[seen[-1]])
+
+
+@pytest.mark.parametrize("script", [s for s in SERVERS if s != "echo_simple.py"])
+def test_the_diff_against_the_parent_is_the_idea(script):
+    """`diff PARENT FILE` (docstring, blank and comment lines aside) stays within DIFF_BUDGET
+    changed lines. The shared functions a file adds (the process servers' parent, say) are
+    not counted: test_shared_functions_are_identical_in_every_file holds them the same
+    everywhere, so a reader meets each once."""
+    changed = changed_lines(script)
+    budget, _ = DIFF_BUDGET_EXCEPTIONS.get(script, (DIFF_BUDGET, ""))
+    assert len(changed) <= budget, "{} changed code lines against {}:\n{}".format(
+        len(changed), parent_of(script), "\n".join(changed))
+
+
+def test_every_budget_exception_is_still_needed():
+    for script, (budget, why) in DIFF_BUDGET_EXCEPTIONS.items():
+        assert script in SERVERS and why
+        changed = len(changed_lines(script))
+        assert DIFF_BUDGET < changed <= budget, "{}: {} changed lines; drop or tighten its exception".format(
+            script, changed)

@@ -131,7 +131,8 @@ def test_simple_serves_one_client_at_a_time(start_server):
             second.recv(100)  # queued behind the first client
         first.close()
         second.settimeout(TIMEOUT)
-        assert exchange(second, b"") == b"" and second.recv(100) == b"second"
+        assert second.recv(len(b"second"), socket.MSG_WAITALL) == b"second"  # served once the first left
+        assert exchange(second, b"and more") == b"and more"
 
 
 @every_server
