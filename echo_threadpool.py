@@ -153,8 +153,8 @@ def number(low, high):
     return parse
 
 
-def parse_args(workers=None, uvloop=False):
-    """The flags every server takes, and --workers and --uvloop where main() asks for them."""
+def parse_args(workers=None, uvloop=False, accept=False):
+    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -173,6 +173,10 @@ def parse_args(workers=None, uvloop=False):
     if uvloop:
         parser.add_argument("--uvloop", action="store_true",
                             help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
+    if accept:
+        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
+                            help="how a woken worker takes connections: everything queued, one, or everything "
+                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
     return parser.parse_args()

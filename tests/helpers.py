@@ -13,7 +13,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = sorted(p.name for p in ROOT.glob("echo_*.py"))
-PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
+PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
+                   "echo_shared_socket.py"}
+POOL_SERVERS = PROCESS_SERVERS - {"echo_fork.py"}  # a parent and a pool of worker processes
 SELECT_SERVERS = {"echo_select.py", "echo_select_pool.py"}
 TIMEOUT = 10.0  # the bound on any single wait in the tests
 

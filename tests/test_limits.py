@@ -6,12 +6,12 @@ import time
 
 import pytest
 
-from helpers import (PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, exchange, group_pids, roundtrip,
-                     wait_until)
+from helpers import (POOL_SERVERS, PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, exchange,
+                     group_pids, roundtrip, wait_until)
 
 # In these one process holds every connection, so a low RLIMIT_NOFILE is reached by
 # connections alone. echo_simple holds one at a time; the fork servers' parents hold none.
-HOLDERS = [s for s in SERVERS if s != "echo_simple.py" and s not in PROCESS_SERVERS - {"echo_reuseport.py"}]
+HOLDERS = [s for s in SERVERS if s != "echo_simple.py" and s not in PROCESS_SERVERS - {"echo_reuseport.py", "echo_shared_socket.py"}]
 
 
 def open_connections(server, count, timeout=2.0):
@@ -180,8 +180,7 @@ def test_fork_leaves_no_zombies(start_server):
     assert wait_until(lambda: not children_of(server.pid, states="RSDZ")), "finished children are reaped"
 
 
-@pytest.mark.parametrize("script", sorted({"echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
-                                          & set(SERVERS)))
+@pytest.mark.parametrize("script", sorted(POOL_SERVERS))
 def test_a_killed_worker_is_replaced(script, start_server):
     server = start_server(script, "-q", "--workers", "3")
     workers = wait_until(lambda: len(children_of(server.pid)) == 3 and children_of(server.pid))

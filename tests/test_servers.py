@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from helpers import (ROOT, SERVERS, TIMEOUT, Server, exchange, group_pids, port_is_free, reset, roundtrip,
+from helpers import (POOL_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_pids, port_is_free, reset, roundtrip,
                      send_while_reading, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
@@ -210,6 +210,7 @@ MISSING = {
     "echo_prefork.py": "sys.modules['fcntl'] = None",
     "echo_reuseport.py": "sys.platform = 'darwin'",
     "echo_selectors_process.py": "import socket; del socket.send_fds",
+    "echo_shared_socket.py": "import os; del os.fork",
 }
 
 
@@ -233,8 +234,7 @@ def test_uvloop_flag_runs_on_uvloop_or_says_what_is_missing(start_server):
         assert roundtrip(server, b"on uvloop") == (b"on uvloop", True)
 
 
-@pytest.mark.parametrize("script", sorted({"echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py"}
-                                          & set(SERVERS)))
+@pytest.mark.parametrize("script", sorted(POOL_SERVERS))
 def test_process_servers_report_accepts_per_worker_on_shutdown(script, start_server):
     server = start_server(script, "-q", "--workers", "3")
     for n in range(12):
@@ -243,6 +243,19 @@ def test_process_servers_report_accepts_per_worker_on_shutdown(script, start_ser
     assert server.stop(signal.SIGTERM) == 0
     counts = [int(line.rsplit(":", 1)[1]) for line in server.stderr().splitlines() if "]Accepted:" in line]
     assert len(counts) == 3 and sum(counts) == 12
+
+
+@pytest.mark.parametrize("accept", ["all", "one", "exclusive"])
+def test_shared_socket_takes_connections_each_way(accept, start_server):
+    server = start_server("echo_shared_socket.py", "-q", "--workers", "3", "--accept", accept)
+    socks = [server.connect() for _ in range(40)]  # a burst: several wait in the queue at once
+    for n, sock in enumerate(socks):
+        message = b"%d" % n
+        assert exchange(sock, message) == message
+        sock.close()
+    assert server.stop(signal.SIGTERM) == 0
+    counts = [int(line.rsplit(":", 1)[1]) for line in server.stderr().splitlines() if "]Accepted:" in line]
+    assert len(counts) == 3 and sum(counts) == 40
 
 
 def has_ipv6_loopback():

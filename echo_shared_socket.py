@@ -1,0 +1,340 @@
+"""Multiple processes, single thread each, multiple clients (one shared socket).
+
+The one idea: the parent opens one listening socket before it forks, and every
+worker runs the non-blocking loop of echo_selectors.py on that same socket: the
+model of gunicorn, sanic and NGINX. echo_reuseport.py differs only in giving
+each worker a socket of its own. When a connection arrives, --accept says how
+the workers take it: "all" wakes every waiting worker and the first takes
+everything queued (up to 100), "one" takes one per wake-up (the article's way),
+"exclusive" registers the socket with EPOLLEXCLUSIVE (Linux 4.5+) so the kernel
+wakes one worker, which takes everything queued.
+Trade-off: no worker is tied to connections it cannot serve, but the spread
+follows who wakes first, not the load (see RESULTS.md).
+Run: python3 echo_shared_socket.py [--port 7777] [--workers N] [--accept all|one|exclusive]
+Builds on: echo_reuseport.py.
+"""
+import argparse
+import contextlib
+import errno
+import os
+import select
+import selectors
+import signal
+import socket
+import sys
+import time
+
+BACKLOG = 256  # the article's backlog; --backlog sets another
+BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
+LOG_BYTES = 64  # a log line shows at most this much of a chunk
+MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
+ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
+WORKERS = os.cpu_count() or 1  # one worker per core
+
+
+class Client:
+    """A connection's state: the bytes waiting to go back, and whether it sent EOF."""
+
+    def __init__(self, sock):
+        self.sock, self.outgoing, self.eof = sock, bytearray(), False
+
+
+def accept_loop(server_sock, accept):
+    log("Ready For Accept")
+    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
+    selector = selectors.DefaultSelector()
+    if accept == "exclusive":
+        # selectors cannot pass EPOLLEXCLUSIVE: an epoll of this worker's own holds the socket
+        # with it, and the selector watches that epoll (it is readable while it has events).
+        listening = select.epoll()
+        listening.register(server_sock.fileno(), select.EPOLLIN | select.EPOLLEXCLUSIVE)
+        selector.register(listening, selectors.EVENT_READ)
+    else:
+        selector.register(server_sock, selectors.EVENT_READ)
+    while True:
+        for key, events in selector.select():
+            if key.data is None:
+                # Every worker was woken ("all", "one"), or one ("exclusive"); the others find
+                # the queue empty. "one" leaves the rest of the queue to the next wake-up.
+                accept_clients(selector, server_sock, 1 if accept == "one" else ACCEPTS_PER_WAKEUP)
+                continue
+            client = key.data
+            wanted = send_recv(client, events)
+            # The one place that applies what a connection wants next.
+            if not wanted:  # nothing left to read or to send: the connection is done
+                selector.unregister(client.sock)
+                client.sock.close()
+            elif wanted != key.events:
+                selector.modify(client.sock, wanted, client)
+
+
+def accept_clients(selector, server_sock, most):
+    """Take up to most of the connections waiting in the listen queue. The article took one
+    per wake-up: under a storm of connects the queue overflows and clients wait on retries."""
+    for _ in range(most):
+        try:
+            new_sock, address = counted(server_sock.accept())
+        except BlockingIOError:
+            return  # the queue is empty
+        except OSError as e:
+            shed_connection(server_sock, e)
+            return
+        new_sock.setblocking(False)
+        selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+
+
+def send_recv(client, events):
+    """Read what is ready and send what the kernel takes; return the events the
+    client wants next: read while its buffer has room, write while bytes wait."""
+    sock, fd = client.sock, client.sock.fileno()
+    try:
+        if events & selectors.EVENT_READ:
+            data = sock.recv(BUFSIZE)
+            if data:
+                log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+                sum(range(WORK))  # --work: the CPU cost of handling a chunk
+                client.outgoing += data
+            else:  # EOF: send what remains, then close
+                log("[FD:{}]Recv:EOF", fd)
+                client.eof = True
+        if client.outgoing:
+            # Try at once: usually the kernel takes it all, with no wait for "writable".
+            sent = sock.send(client.outgoing)
+            del client.outgoing[:sent]
+    except BlockingIOError:
+        pass  # the kernel's send buffer is full: the rest waits for "writable"
+    except OSError as e:  # a reset or vanished client ends only its own connection
+        log("[FD:{}]Error:{}", fd, e.strerror)
+        client.eof, client.outgoing = True, bytearray()
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER  # a full buffer: backpressure
+    want_write = bool(client.outgoing)
+    return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
+
+
+# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+STOP_GRACE = 1  # seconds the children get to finish on shutdown
+FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
+PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+children = {}  # pid of each child -> the arguments it was started with
+accepted = 0  # connections this worker took: it reports the count when it stops
+
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
+
+
+def number(low, high):
+    """An argparse type: a whole number from low to high."""
+    def parse(text):
+        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
+        return int(text)
+    return parse
+
+
+def parse_args(workers=None, uvloop=False, accept=False):
+    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
+    parser.add_argument("--port", type=number(0, 65535), default=7777,
+                        help="TCP port; 0 picks any free one (default: %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    if workers:
+        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
+                            help="worker processes or threads (default: %(default)s)")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true",
+                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
+    if accept:
+        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
+                            help="how a woken worker takes connections: everything queued, one, or everything "
+                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    return parser.parse_args()
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, spare_fd
+    QUIET, WORK = args.quiet, args.work
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.default_int_handler)
+    try:
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
+    except OSError as e:
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def counted(connection):
+    """Count a connection this worker took, and pass it on (the spread across workers)."""
+    global accepted
+    accepted += 1
+    return connection
+
+
+def fork_worker(serve, *args):
+    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
+    parent's code. A failed fork() (out of processes) is one log line and returns False:
+    the parent goes on with the workers it has and tries again later."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return False
+    if pid == 0:
+        log_prefix = "[PID:{}]".format(os.getpid())
+        try:
+            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
+                signal.signal(signum, signal.default_int_handler)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            serve(*args)
+        except KeyboardInterrupt:
+            # How many connections this worker took: the spread across workers.
+            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
+        finally:
+            os._exit(0)
+    children[pid] = args
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return True
+
+
+def finished_children():
+    """Reap every child that has ended (the article never did: zombies piled up), and
+    say which: [(pid, status, the arguments it was started with), ...]."""
+    ended = []
+    with contextlib.suppress(ChildProcessError):  # no child left at all
+        while children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                break  # the others are still running
+            ended.append((pid, status, children.pop(pid, ())))
+    return ended
+
+
+def run_workers(serve, jobs):
+    """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
+    one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
+    and takes them with sigwait(): no handler has to run, so none can be missed."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
+    waiting = list(jobs)
+    while True:
+        while waiting and fork_worker(serve, *waiting[-1]):
+            waiting.pop()
+        if waiting:
+            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
+        signum = signal.sigwait(PARENT_SIGNALS)
+        if signum in STOP_SIGNALS:
+            raise KeyboardInterrupt
+        for pid, status, args in finished_children():
+            log("[PID:{}]Exit:{}: starting another worker", pid, status)
+            waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
+
+
+def stop_children():
+    """Shut down: ask every child to finish and wait for all of them; one still there
+    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
+    signals stay blocked and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
+    log("Shutdown")
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE
+    while True:
+        finished_children()
+        grace = deadline - time.monotonic()
+        if not children or grace <= 0:
+            break
+        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
+        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+    signal.setitimer(signal.ITIMER_REAL, 0)
+    for pid in children:
+        with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+
+
+def main():
+    args = parse_args(workers=WORKERS, accept=True)
+    if not hasattr(os, "fork") or (args.accept == "exclusive" and not hasattr(select, "EPOLLEXCLUSIVE")):
+        sys.exit("{}: needs os.fork(){}; try echo_selectors.py".format(
+            sys.argv[0], " and EPOLLEXCLUSIVE (Linux 4.5+)" if args.accept == "exclusive" else ""))
+    server_sock = start_listening(args)
+    with server_sock:
+        try:
+            # One socket, opened before the fork: every worker inherits it and waits on it.
+            run_workers(accept_loop, [(server_sock, args.accept)] * args.workers)
+        except KeyboardInterrupt:
+            stop_children()
+
+
+if __name__ == "__main__":
+    main()

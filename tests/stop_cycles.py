@@ -1,0 +1,68 @@
+"""Start, connect, stop, again and again: does a process server ever miss a stop signal?
+
+    python3 tests/stop_cycles.py [--cycles 500] [--signal TERM] [SERVER ...]
+
+Each cycle starts the server (--port 0 -q), connects three clients, echoes once on each,
+sends the signal 0-10 ms later and waits up to 5 s for exit status 0 with no child left.
+A miss is killed (its process group) and counted. Run it with each Python you care about:
+a lost signal showed up once in 100-150 cycles of echo_prefork.py on Python 3.12.1 when its
+parent waited in os.wait() with a Python-level handler."""
+import argparse
+import random
+import signal
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import PROCESS_SERVERS, Server, children_of, exchange  # noqa: E402
+
+
+def cycle(script, signum, folder):
+    """One start/connect/stop; returns None when the server stopped cleanly, else what went wrong."""
+    server = Server(script, folder, ["-q"])
+    try:
+        server.wait_for_port()
+        clients = [server.connect() for _ in range(3)]
+        for sock in clients:
+            if exchange(sock, b"ping") != b"ping":
+                return "echo failed"
+        time.sleep(random.uniform(0, 0.010))
+        status = server.stop(signum, timeout=5)
+        for sock in clients:
+            sock.close()
+        if status is None:
+            return "no exit within 5 s"
+        if status != 0 or children_of(server.pid):
+            return "exit status {}, children {}".format(status, children_of(server.pid))
+        return None
+    finally:
+        server.kill()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("servers", nargs="*", default=sorted(PROCESS_SERVERS))
+    parser.add_argument("--cycles", type=int, default=500)
+    parser.add_argument("--signal", default="TERM", choices=["TERM", "INT"])
+    args = parser.parse_args()
+    signum = getattr(signal, "SIG" + args.signal)
+    print("Python {}, SIG{}, {} cycles each".format(sys.version.split()[0], args.signal, args.cycles), flush=True)
+    missed = 0
+    for script in args.servers:
+        failures, started = [], time.monotonic()
+        for i in range(args.cycles):
+            with tempfile.TemporaryDirectory() as folder:
+                what = cycle(script, signum, folder)
+            if what:
+                failures.append((i, what))
+        missed += len(failures)
+        print("{}: {} of {} cycles failed ({:.0f} s){}".format(
+            script, len(failures), args.cycles, time.monotonic() - started,
+            "".join("\n  cycle {}: {}".format(i, what) for i, what in failures)), flush=True)
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
