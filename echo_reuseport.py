@@ -96,7 +96,7 @@ def send_recv(client, events):
             if data:
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
-                client.outgoing += data
+                client.outgoing += served(data)
             else:  # EOF: send what remains, then close
                 log("[FD:{}]Recv:EOF", fd)
                 client.eof = True
@@ -127,6 +127,7 @@ FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
 accepted = 0  # connections this worker took: it reports the count when it stops
+tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served since its last report
 
 
 def log(fmt, *args):
@@ -219,7 +220,23 @@ def counted(connection):
     """Count a connection this worker took, and pass it on (the spread across workers)."""
     global accepted
     accepted += 1
+    tally["accepted"] += 1
     return connection
+
+
+def served(data):
+    """Count a chunk this worker echoes, and pass it on."""
+    tally["chunks"] += 1
+    tally["bytes"] += len(data)
+    return data
+
+
+def report_served(signum, frame):
+    """SIGUSR1: print what this worker served since its last report, and count from 0 again.
+    client.py sends it to every worker before and after a measured run: the spread per run."""
+    print("{}Served:accepted={accepted} chunks={chunks} bytes={bytes}\n".format(log_prefix, **tally),
+          end="", file=sys.stderr, flush=True)
+    tally.update(accepted=0, chunks=0, bytes=0)
 
 
 def fork_worker(serve, *args):
@@ -227,6 +244,7 @@ def fork_worker(serve, *args):
     parent's code. A failed fork() (out of processes) is one log line and returns False:
     the parent goes on with the workers it has and tries again later."""
     global log_prefix
+    signal.signal(signal.SIGUSR1, report_served)  # set before fork(): the worker has it from birth
     # Hold the signals across fork(): the parent takes them once it has noted the pid,
     # the child once it is inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from helpers import (POOL_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_pids, port_is_free, reset, roundtrip,
-                     send_while_reading, wait_until)
+from helpers import (POOL_SERVERS, ROOT, SERVERS, TIMEOUT, Server, children_of, exchange, group_pids, port_is_free,
+                     reset, roundtrip, send_while_reading, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
@@ -243,6 +243,32 @@ def test_process_servers_report_accepts_per_worker_on_shutdown(script, start_ser
     assert server.stop(signal.SIGTERM) == 0
     counts = [int(line.rsplit(":", 1)[1]) for line in server.stderr().splitlines() if "]Accepted:" in line]
     assert len(counts) == 3 and sum(counts) == 12
+
+
+def served_reports(server, workers):
+    """Ask each worker (SIGUSR1) what it served since its last report: [(accepted, chunks, bytes)]."""
+    before = server.stderr().count("]Served:")
+    for pid in workers:
+        os.kill(pid, signal.SIGUSR1)
+    assert wait_until(lambda: server.stderr().count("]Served:") == before + len(workers))
+    lines = [line for line in server.stderr().splitlines() if "]Served:" in line][before:]
+    return [tuple(int(field.split("=")[1]) for field in line.split("]Served:")[1].split()) for line in lines]
+
+
+@pytest.mark.parametrize("script", sorted(POOL_SERVERS))
+def test_process_servers_report_what_each_worker_served_on_sigusr1(script, start_server):
+    server = start_server(script, "-q", "--workers", "3")
+    workers = wait_until(lambda: len(children_of(server.pid)) == 3 and children_of(server.pid))
+    assert roundtrip(server, b"warm-up") == (b"warm-up", True)
+    served_reports(server, workers)  # from here on, a measured run
+    payloads = [b"%d" % n * (n + 1) for n in range(12)]
+    for payload in payloads:
+        assert roundtrip(server, payload) == (payload, True)
+    reports = served_reports(server, workers)
+    assert sum(r[0] for r in reports) == 12 and sum(r[2] for r in reports) == sum(map(len, payloads))
+    assert sum(r[1] for r in reports) >= 12
+    assert served_reports(server, workers) == [(0, 0, 0)] * 3  # each report starts the count again
+    assert server.stop(signal.SIGTERM) == 0
 
 
 @pytest.mark.parametrize("accept", ["all", "one", "exclusive"])
