@@ -1,0 +1,150 @@
+"""The documents: README.md and README.ja.md cannot drift apart, no relative link is dead, and
+README.md stays a five-minute read. Standard library and pytest only; nothing is started."""
+import re
+import unicodedata
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+README, README_JA = ROOT / "README.md", ROOT / "README.ja.md"
+# Every Markdown document at the top of the pack (README.md, README.ja.md, RESULTS.md, ...).
+DOCUMENTS = sorted(ROOT.glob("*.md"))
+README_WORD_LIMIT = 1300  # `wc -w README.md`: about five minutes of reading
+
+FENCE = re.compile(r"^```[^\n]*\n(.*?)^```[ \t]*$", re.S | re.M)
+# [text](target) and ![alt](target); the target ends at the first space or ')'.
+LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
+# A file the pack has, named in running text or code: echo_x.py, tests/x.py, X.md, x.svg, .ci/run.
+FILE_NAME = re.compile(r"(?<![\w/.-])((?:[\w-]+/)*[\w.-]+\.(?:py|md|svg)|\.ci/run)(?![\w-])")
+
+
+def text(path):
+    return path.read_text(encoding="utf-8")
+
+
+def code_blocks(markdown):
+    return FENCE.findall(markdown)
+
+
+def prose(markdown):
+    """The text outside fenced code blocks: a '#' in a code block is not a heading."""
+    return FENCE.sub("", markdown)
+
+
+def links(markdown):
+    return LINK.findall(prose(markdown))
+
+
+def file_names(markdown):
+    """Files named anywhere, links excepted (URLs name pages, not files of the pack)."""
+    without_urls = re.sub(r"https?://\S+", "", markdown)
+    return set(FILE_NAME.findall(without_urls))
+
+
+def slug(heading):
+    """GitHub's anchor for a heading: its text without Markdown, lower case, punctuation dropped
+    (letters of any script, digits, '_' and '-' stay), each space a '-'."""
+    heading = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", heading)  # a link keeps its text
+    heading = heading.strip().lower()
+    kept = "".join(c for c in heading
+                   if c in "-_ " or unicodedata.category(c)[0] in "LNM")
+    return kept.replace(" ", "-")
+
+
+def anchors(path):
+    """Every anchor the headings of a document give, duplicates numbered as GitHub does."""
+    seen, result = {}, set()
+    for line in prose(text(path)).splitlines():
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        base = slug(m.group(1))
+        n = seen.get(base, 0)
+        seen[base] = n + 1
+        result.add(base if n == 0 else "{}-{}".format(base, n))
+    return result
+
+
+def test_the_slug_follows_github():
+    assert slug("The article's three open questions, answered with measurements") == \
+        "the-articles-three-open-questions-answered-with-measurements"
+    assert slug("c10k-cpu: 10000 clients x 1 connections x 1 messages of 32 B, servers run --work 100000") == \
+        "c10k-cpu-10000-clients-x-1-connections-x-1-messages-of-32-b-servers-run---work-100000"
+    assert slug("Every server: `--all`") == "every-server---all"
+    assert slug("試してみる（2分）") == "試してみる2分"
+
+
+def test_both_readmes_exist_and_link_to_each_other():
+    assert "README.ja.md" in links(text(README)), "README.md must link to README.ja.md"
+    assert "README.md" in links(text(README_JA)), "README.ja.md must link back to README.md"
+    # At the top: within the first ten lines, before the first section.
+    assert "README.ja.md" in "\n".join(text(README).splitlines()[:10])
+    assert "README.md" in "\n".join(text(README_JA).splitlines()[:10])
+
+
+def test_readmes_have_the_same_code_blocks_in_the_same_order():
+    english, japanese = code_blocks(text(README)), code_blocks(text(README_JA))
+    assert english, "README.md has no code block"
+    assert japanese == english
+
+
+def test_readmes_name_the_same_files():
+    english, japanese = file_names(text(README)), file_names(text(README_JA))
+    assert {"client.py", "RESULTS.md", "results.svg"} <= english
+    assert japanese - {"README.md"} == english - {"README.ja.md"}
+
+
+def test_readmes_carry_the_same_link_targets():
+    english = [t for t in links(text(README)) if t != "README.ja.md"]
+    japanese = [t for t in links(text(README_JA)) if t != "README.md"]
+    assert sorted(japanese) == sorted(english)
+
+
+def figures(markdown):
+    """The numbers in a text, link targets aside. Single digits are left out: a count written
+    as a word in one language ("nine servers") is a digit in the other ("9つのサーバー")."""
+    markdown = re.sub(r"\]\([^)]*\)", "]", markdown)
+    found = re.findall(r"(?<![\d.,])\d+(?:[.,]\d+)*", markdown)
+    return {number for number in found if len(number) > 1}
+
+
+def test_readmes_give_the_same_figures():
+    english, japanese = figures(text(README)), figures(text(README_JA))
+    assert {"7777", "256", "10.8", "12.4"} <= english
+    assert sorted(japanese - english) == [], "figures only in README.ja.md"
+    assert sorted(english - japanese) == [], "figures only in README.md"
+
+
+def test_readme_has_the_test_command_ci_runs():
+    command = "python3 -m pytest -q tests/"
+    assert any(command in block for block in code_blocks(text(README)))
+    assert command in text(ROOT / ".ci" / "run")
+
+
+def test_readme_is_a_five_minute_read():
+    words = len(text(README).split())  # what `wc -w` counts
+    assert words <= README_WORD_LIMIT, \
+        "README.md has {} words (at most {}): move the detail to RESULTS.md, CLIENT.md, " \
+        "ERRATA.md or DEVELOPMENT.md and link to it".format(words, README_WORD_LIMIT)
+
+
+def test_the_documents_are_found():
+    names = {path.name for path in DOCUMENTS}
+    assert {"README.md", "README.ja.md", "RESULTS.md", "ERRATA.md", "CLIENT.md",
+            "DEVELOPMENT.md"} <= names
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_relative_links_and_anchors_resolve(document):
+    dead = []
+    for target in links(text(document)):
+        if re.match(r"^[a-z][a-z0-9+.-]*:", target):  # http:, https:, mailto: ...
+            continue
+        path, _, anchor = target.partition("#")
+        linked = (document.parent / path).resolve() if path else document
+        if not linked.exists():
+            dead.append("{} (no such file)".format(target))
+        elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
+            dead.append("{} (no such heading in {})".format(target, linked.name))
+    assert not dead, "{}: {}".format(document.name, "; ".join(dead))
