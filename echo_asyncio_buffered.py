@@ -8,7 +8,7 @@ those n bytes back. Everything else is echo_asyncio_protocol.py's. What that
 saves depends on malloc: where each 256 KiB object is an mmap() and munmap()
 (glibc's way until a larger block has been freed), this server did 3.6x the
 stock transport's messages per CPU-second at 4 KiB; where malloc keeps such
-blocks on its heap, about the same (see README, Results).
+blocks on its heap, about the same (RESULTS.md, "Message sizes").
 Trade-off: the buffer is yours to guard. While the transport still holds bytes
 of it, it must not be read into again: a slow client costs a fresh buffer per
 read, and each connection keeps BUFSIZE bytes for its whole life.
