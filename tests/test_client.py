@@ -95,19 +95,45 @@ def test_all_names_every_server_and_leaves_no_process(tmp_path):
     assert not echo_processes() - before, "client.py --all stops every server it started"
 
 
-def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_take_it():
-    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help offers it."""
+def offers_uvloop(script):
+    return "--uvloop" in subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                                        timeout=TIMEOUT).stdout
+
+
+@pytest.mark.parametrize("source, declared", [
+    ("UVLOOP = True\n", True), ("UVLOOP = False\n", False), ("", False), ("# UVLOOP = True\n", False),
+    ('"""UVLOOP = True"""\n', False), ("def main():\n    UVLOOP = True\n", False),
+    ("parse_args(uvloop=True)\n", False), ("UVLOOP = 1\n", False), ("def broken(:\n", False)])
+def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared):
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    script = tmp_path / "echo_x.py"
+    script.write_text('"""A server."""\nimport sys\n' + source)
+    assert module.takes_uvloop(script) is declared
+
+
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path):
+    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server that declares
+    UVLOOP = True; in a copy of the servers, that constant is added (faked) to those whose --help
+    offers --uvloop, so the rows must be exactly the servers that take the flag."""
+    offered = {name for name in SERVERS if offers_uvloop(ROOT / name)}
+    assert "echo_asyncio_protocol.py" in offered
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    declared = {name for name in SERVERS if module.takes_uvloop(ROOT / name)}
+    assert not declared or declared == offered, "a server takes --uvloop without UVLOOP = True, or the reverse"
+    for name in SERVERS:
+        source = (ROOT / name).read_text()
+        (tmp_path / name).write_text(source + ("\nUVLOOP = True\n" if name in offered - declared else ""))
     code = ("import importlib.util, json, sys; sys.path.insert(0, {!r}); import client\n"
+            "client.HERE = client.Path({!r})\n"
             "real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
             "print(json.dumps([[script.name, *extra] for script, extra in "
-            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT))
+            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT), str(tmp_path))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr
     entries = json.loads(result.stdout)
-    offered = {name for name in SERVERS if "--uvloop" in subprocess.run(
-        [sys.executable, str(ROOT / name), "--help"], capture_output=True, text=True, timeout=TIMEOUT).stdout}
-    assert "echo_asyncio_protocol.py" in offered
     assert {name for name, *extra in entries if extra == ["--uvloop"]} == offered
     assert sorted(name for name, *extra in entries if not extra) == sorted(SERVERS)
 
@@ -117,8 +143,8 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
         probe.bind(("127.0.0.1", 0))  # bound, not listening
         # measure() in a process of its own, single-threaded as client.py is when it forks.
         code = ("import json, sys; sys.path.insert(0, {!r}); import client; print(json.dumps(client.measure("
-                "'127.0.0.1', {}, dict(clients=2, connects=3000, messages=1, size=8, timeout=2, connect_timeout=2, "
-                "budget=None, hold=False, connecting=100), 1)))"
+                "'127.0.0.1', {}, client.Workload(clients=2, connects=3000, messages=1, size=8, timeout=2, "
+                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))"
                 ).format(str(ROOT), probe.getsockname()[1])
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT * 6)
     assert result.returncode == 0, result.stderr
@@ -212,7 +238,7 @@ def test_ipv6_host(counting_server):
 def test_a_failed_row_says_why_in_words():
     sys.path.insert(0, str(ROOT))
     import client as module
-    w = dict(timeout=30, connect_timeout=30, budget=120)
+    w = module.Workload(timeout=30, connect_timeout=30, budget=120)
     result = {"messages": 90, "expected": 100, "error_kinds": {"timeout": 8, "connect timeout": 2}}
     text = module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
