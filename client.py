@@ -48,6 +48,10 @@ ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early",
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 CONNECT_FLOOR = 30.0  # seconds, for the c* scenarios
 SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
+# A connect this slow waited on a SYN retransmission: the listen queue was full and the SYN was
+# dropped. The first retry comes 1 s after the SYN (Linux's initial RTO), give or take a tick of
+# the kernel's timer; a connect without one takes well under a millisecond on loopback.
+SYN_RETRY = 0.95
 
 
 @dataclasses.dataclass(frozen=True)
@@ -188,6 +192,7 @@ class Engine:
         self.latencies = array.array("d")  # each message: sent -> echoed
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
         self.connect_times = array.array("d")  # each connect: connect() -> connected
+        self.connected_at = array.array("d")  # and when it connected
         self.echo_sum, self.messages, self.connections, self.open, self.max_open = 0.0, 0, 0, 0, 0
         self.last_done = None
         self.driver = None
@@ -220,6 +225,7 @@ class Engine:
         self.open += 1
         self.max_open = max(self.max_open, self.open)
         self.connect_times.append(now - c.started)
+        self.connected_at.append(now)
         self.poller.modify(c.fd, self.READ)  # held or not, a server that closes or resets it is seen
         if self.driver.connected(c, now):
             self.begin(c, now)
@@ -341,7 +347,7 @@ class Engine:
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
                 "client_limits": self.client_limits, "last_done": self.last_done,
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes()}
+                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes()}
 
 
 class Client:
@@ -621,7 +627,10 @@ def combine(parts, w):
     # The article's three figures: averages per connection.
     connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
     echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
-    return dict(figures, **phases, **{
+    connects = connect_figures(parts, min(p["start"] for p in parts))
+    if not w.hold:
+        connects["connect_rate"] = None  # connects and echoes interleave: conns_per_s says it
+    return dict(figures, **phases, **connects, **{
         "expected": attempted * w.messages,
         "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s, "wall_s": wall,
         "msgs_per_s": messages / rated if rated else 0.0,
@@ -630,6 +639,22 @@ def combine(parts, w):
         "p50_ms": percentile(ordered, 0.50), "p90_ms": percentile(ordered, 0.90),
         "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1] * 1000 if ordered else None,
     })
+
+
+def connect_figures(parts, start):
+    """What the connects took: p50, p99 and max from connect() to connected; how many
+    waited on a SYN retry; and the rate of the others, connections a second from start
+    to the last of them: the server's accept rate, apart from the retries' waits."""
+    took, at = array.array("d"), array.array("d")
+    for part in parts:
+        took.frombytes(part["connect_times"])
+        at.frombytes(part["connected_at"])
+    prompt = [when for seconds, when in zip(took, at) if seconds < SYN_RETRY]
+    ordered = sorted(took)
+    span = max(prompt) - start if prompt else 0.0
+    return {"connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
+            "connect_max_ms": ordered[-1] * 1000 if ordered else None, "syn_retries": len(took) - len(prompt),
+            "connect_rate": len(prompt) / span if span > 0 else None}
 
 
 def combine_open(parts, w):
@@ -647,7 +672,9 @@ def combine_open(parts, w):
     done = [p["last_done"] for p in parts if p["last_done"] is not None]
     # Completions per second over the arrivals' duration, or longer when the replies came later.
     span = max(done) - start if done else 0.0
-    responses, connects = timings(parts, "responses"), timings(parts, "connect_times")
+    responses = timings(parts, "responses")
+    connects = connect_figures(parts, start)
+    del connects["connect_rate"]  # the offered rate decides it
     return dict(figures, **{
         "offered_rate": rate, "duration_s": duration, "scheduled": round(rate * duration),
         "started": started, "achieved_rate": achieved,
@@ -657,7 +684,7 @@ def combine_open(parts, w):
         "expected": round(rate * duration) * w.messages,
         "p50_ms": percentile(responses, 0.50), "p90_ms": percentile(responses, 0.90),
         "p99_ms": percentile(responses, 0.99), "max_ms": responses[-1] * 1000 if responses else None,
-        "connect_p50_ms": percentile(connects, 0.50), "connect_p99_ms": percentile(connects, 0.99),
+        **connects,
         "mb_per_s": figures["messages"] * w.size / max(duration, span) / 1e6,
     })
 
@@ -931,7 +958,8 @@ def summarize(row):
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
-                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open"):
+                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open", "connect_rate",
+                "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries"):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
@@ -984,6 +1012,11 @@ def errors_text(figures):
     return "{:,} ({})".format(figures["errors"], kinds_text(figures["error_kinds"]))
 
 
+def retries_text(count):
+    return "{:,} waited on a SYN retry (connect >= {:g} s: the listen queue was full)".format(
+        count, SYN_RETRY)
+
+
 def knee_rule_text(rule=KNEE_RULE):
     errors = "no error" if rule["max_errors"] == 0 else "at most {} errors".format(rule["max_errors"])
     return ("the knee is the highest offered rate with {}, replies at least {:.0f} % of the offered rate "
@@ -1002,6 +1035,11 @@ def report(result, w, procs, out=sys.stdout):
         print("phases     connect {:.3f} s ({:,} connections open at once), then echo {:.3f} s "
               "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
                                                                 r["echo_phase_s"]), file=out)
+    if r["connect_phase_s"] is not None or r["syn_retries"]:
+        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}{}".format(
+            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
+            retries_text(r["syn_retries"]), "" if r["connect_rate"] is None else
+            "; {:,.0f} connections/s without one".format(r["connect_rate"])), file=out)
     if r["p50_ms"] is not None:
         print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
             r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
@@ -1027,8 +1065,9 @@ def report_open(r, w, procs, out=sys.stdout):
         print("response   p50 {} ms   p90 {} ms   p99 {} ms   max {} ms   (from each connection's scheduled "
               "start to its last echo)".format(*(ms_text(r[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))),
               file=out)
-        print("connect    p50 {} ms   p99 {} ms; at most {:,} connections open at once".format(
-            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), r["max_open"]), file=out)
+        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}; at most {:,} connections open at once".format(
+            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
+            retries_text(r["syn_retries"]), r["max_open"]), file=out)
     print("client CPU {:.2f} s ({:.0f} us a connection)".format(
         r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["started"])), file=out)
     client_side(r, out)
@@ -1061,7 +1100,10 @@ def fmt(value, spec):
 
 # The leading columns: the article's averages per connection, or the two phases of held connections.
 ARTICLE_COLUMNS = [("connect s", "connect_s", ".5f"), ("echo s", "echo_s", ".5f"), ("total s", "total_s", ".5f")]
-HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("echo phase s", "echo_phase_s", ".2f"),
+HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("connects/s without a retry", "connect_rate", ",.0f"),
+                ("connect p50 ms", "connect_p50_ms", ".2f"), ("connect p99 ms", "connect_p99_ms", ".2f"),
+                ("connect max ms", "connect_max_ms", ",.0f"), ("SYN retries", "syn_retries", ",.0f"),
+                ("echo phase s", "echo_phase_s", ".2f"),
                 ("most open", "max_open", ",.0f")]
 COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"), ("p99 ms", "p99_ms", ".2f"),
                   ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
@@ -1084,8 +1126,10 @@ def table_markdown(table):
         table["server_work"]) if table["server_work"] else ""), ""]
     if w.hold:
         lines += ["All connections opened ({} connects in flight) and held, then the messages; msgs/s and MB/s "
-                  "are over the echo phase. Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
-                  .format(w.connecting, w.connect_timeout, w.timeout, w.budget), ""]
+                  "are over the echo phase. A connect of {:g} s or more waited on a SYN retry (the server's listen "
+                  "queue was full); connects/s counts the others, from the start to the last of them connected. "
+                  "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
+                  .format(w.connecting, SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
     lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",
               "|---:|---|" + "---:|" * len(columns) + "---|"]
     for r in table["rows"]:
@@ -1161,15 +1205,15 @@ def sweep_table_markdown(server, sweep):
     if not sweep["steps"]:
         return lines
     lines += ["| offered/s | started/s | behind ms | replies/s | errors | p50 ms | p90 ms | p99 ms | max ms"
-              " | connect p99 ms | max open | client CPU s |",
-              "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+              " | connect p99 ms | SYN retries | max open | client CPU s |",
+              "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for step in sweep["steps"]:
         offered = rate_text(step["offered_rate"])
-        lines.append("| {} | {:,.0f} | {} | {:,.0f} | {} | {} | {} | {} | {} | {} | {:,} | {:.2f} |".format(
+        lines.append("| {} | {:,.0f} | {} | {:,.0f} | {} | {} | {} | {} | {} | {} | {:,} | {:,} | {:.2f} |".format(
             "**{}**".format(offered) if step["offered_rate"] == sweep["knee"] else offered,
             step["achieved_rate"], ms_text(step["behind_ms"]), step["reply_rate"], errors_text(step),
             ms_text(step["p50_ms"]), ms_text(step["p90_ms"]), ms_text(step["p99_ms"]), ms_text(step["max_ms"]),
-            ms_text(step["connect_p99_ms"]), step["max_open"], step["client_cpu_s"]))
+            ms_text(step["connect_p99_ms"]), step["syn_retries"], step["max_open"], step["client_cpu_s"]))
     lines.append("")
     if sweep["client_limited"]:
         lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "

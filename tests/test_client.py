@@ -153,19 +153,23 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
 
 
 class Counting:
-    """A selectors echo server with a tiny listen backlog that counts the most connections open at once."""
+    """A selectors echo server with a tiny listen backlog that counts the most connections open at once.
+    With pause, it listens but accepts nothing for that many seconds: its listen queue overflows."""
 
-    def __init__(self, backlog, family=socket.AF_INET, host="127.0.0.1"):
+    def __init__(self, backlog, family=socket.AF_INET, host="127.0.0.1", pause=0.0):
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.bind((host, 0))
         self.sock.listen(backlog)
         self.sock.setblocking(False)
         self.port, self.open, self.most = self.sock.getsockname()[1], 0, 0
-        self.stopping = False
+        self.stopping, self.pause = False, pause
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
     def serve(self):
+        resume = time.monotonic() + self.pause
+        while not self.stopping and time.monotonic() < resume:
+            time.sleep(0.01)
         selector = selectors.DefaultSelector()
         selector.register(self.sock, selectors.EVENT_READ)
         while not self.stopping:
@@ -223,6 +227,65 @@ def test_connections_are_ramped_held_and_reported_in_two_phases(counting_server)
     assert figures["errors"] == 0 and figures["messages"] == 4000
     assert figures["max_open"] == 2000 and server.most == 2000, "the server saw them all open together"
     assert figures["connect_phase_s"] > 0 and figures["echo_phase_s"] > 0
+
+
+def test_no_syn_retry_against_a_server_whose_queue_cannot_fill(counting_server):
+    server = counting_server(backlog=1024)  # more than there are connections: no SYN is dropped
+    result = client("--port", str(server.port), "--clients", "300", "--connects", "1", "--messages", "1", "--hold",
+                    "--procs", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["syn_retries"] == 0 and figures["connect_max_ms"] < 950
+    assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"] <= figures["connect_max_ms"]
+    # Every connection counts toward the connect rate: 300 over at most the connect phase.
+    assert figures["connect_rate"] >= 300 / figures["connect_phase_s"] * 0.99
+
+
+def queue_capacity(backlog):
+    """How many connections this kernel completes for a listener of that backlog that accepts none."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(backlog)
+        probes = [socket.socket() for _ in range(backlog + 8)]
+        try:
+            for probe in probes:
+                probe.setblocking(False)
+                probe.connect_ex(listener.getsockname())
+            time.sleep(0.3)  # loopback handshakes take microseconds; a dropped SYN waits 1 s
+            return len(selectors_writable(probes))
+        finally:
+            for probe in probes:
+                probe.close()
+
+
+def selectors_writable(socks):
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_WRITE)
+        return [key.fileobj for key, _ in selector.select(0)]
+
+
+def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
+    """A listener of backlog 1 that accepts nothing for 1.5 s: the connects past what its
+    queue holds have their SYNs dropped and retried (after 1 s: dropped again; after 3 s: in)."""
+    clients = 8
+    # client.py's own check that something listens takes one place in the queue.
+    queued = queue_capacity(1) - 1
+    server = counting_server(backlog=1, pause=1.5)
+    started = time.monotonic()
+    result = client("--port", str(server.port), "--clients", str(clients), "--connects", "1", "--messages", "1",
+                    "--hold", "--connect-concurrency", str(clients), "--procs", "1", "--timeout", "10", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["messages"] == clients
+    assert figures["syn_retries"] == clients - queued, figures
+    assert figures["connect_p50_ms"] >= 950 and figures["connect_max_ms"] < 8000
+    # The rate is over the two that were queued at once, not over the retries' seconds.
+    assert figures["connect_rate"] > 100
+    text = client("--port", str(server.port), "--clients", "2", "--connects", "1", "--messages", "1", "--hold",
+                  "--procs", "1").stdout
+    assert "waited on a SYN retry" in text and "connections/s without one" in text, text
+    assert time.monotonic() - started < 20
 
 
 def test_ipv6_host(counting_server):
