@@ -52,6 +52,7 @@ SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
 # dropped. The first retry comes 1 s after the SYN (Linux's initial RTO), give or take a tick of
 # the kernel's timer; a connect without one takes well under a millisecond on loopback.
 SYN_RETRY = 0.95
+TCP_INFO, TCP_ESTABLISHED = getattr(socket, "TCP_INFO", None), 1  # Linux: a socket's state, first byte
 
 
 @dataclasses.dataclass(frozen=True)
@@ -187,6 +188,7 @@ class Engine:
         self.fill = bytes(range(256)) * (self.size // 256 + 1)
         self.cutoff = None  # with a time budget: when the run is cut
         self.by_fd = {}
+        self.ready = []  # connects that completed inside connect(): handled at the next wake-up
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.client_limits = {"ports": 0, "descriptors": 0}  # the client's own failures, not the server's
         self.latencies = array.array("d")  # each message: sent -> echoed
@@ -214,19 +216,29 @@ class Engine:
             return False
         c.sock, c.fd = sock, sock.fileno()
         self.by_fd[c.fd] = c
-        self.poller.register(c.fd, self.WRITE)
+        # On loopback the handshake is done before connect() returns: then there is no
+        # "writable" to wait for, and a wake-up per connection is saved.
+        if err == 0 or (TCP_INFO and sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, 1)[0] == TCP_ESTABLISHED):
+            self.poller.register(c.fd, self.READ)
+            self.ready.append(c)
+        else:
+            self.poller.register(c.fd, self.WRITE)
         return True
 
     def connected(self, c, now):
+        """c's connect finished, as its socket turned writable: failed, or established."""
         err = c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             return self.fail(c, err)
+        self.poller.modify(c.fd, self.READ)  # held or not, a server that closes or resets it is seen
+        self.established(c, now)
+
+    def established(self, c, now):
         c.connecting = False
         self.open += 1
         self.max_open = max(self.max_open, self.open)
         self.connect_times.append(now - c.started)
         self.connected_at.append(now)
-        self.poller.modify(c.fd, self.READ)  # held or not, a server that closes or resets it is seen
         if self.driver.connected(c, now):
             self.begin(c, now)
 
@@ -314,8 +326,10 @@ class Engine:
         next_check = clock() + 0.25
         wait = driver.tick(clock())
         while wait is not None:
-            events = poll(wait * scale)
+            events = poll(0 if self.ready else wait * scale)
             now = clock()  # one timestamp per wake-up: every event in it had arrived by now
+            if self.ready:
+                self.dispatch_ready(now)
             for fd, mask in events:
                 c = by_fd.get(fd)
                 if c is None:
@@ -340,6 +354,16 @@ class Engine:
                 for c in [c for c in by_fd.values() if late or now > c.deadline]:
                     self.fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout", now)
             wait = driver.tick(now)
+
+    def dispatch_ready(self, now):
+        """The connects that were done when connect() returned, handled as if polled now."""
+        ready, self.ready = self.ready, []
+        for c in ready:
+            if self.by_fd.get(c.fd) is c:  # not failed meanwhile
+                try:
+                    self.established(c, now)
+                except OSError as e:
+                    self.fail(c, e, now)
 
     def figures(self):
         """What the parent combines: counts, and the timings as bytes."""
@@ -448,33 +472,48 @@ class ClosedLoop:
 class OpenLoop:
     """Connections start on a clock, `rate` a second over all workers, whether or not
     the earlier ones have finished (httperf's open loop). Of P workers, worker i starts
-    connections i, i+P, i+2P, ...; connection k is due at start + k/rate, and its
-    response time counts from then: a server that stalls keeps being asked, and the
-    wait of every connection due meanwhile shows (wrk2's coordinated omission)."""
+    connections i, i+P, i+2P, ...; connection k is due at the start of the millisecond in
+    which k/rate falls, and its response time counts from then: a server that stalls keeps
+    being asked, and the wait of every connection due meanwhile shows (wrk2's coordinated
+    omission). The schedule is in whole milliseconds so that the connections due in one
+    millisecond start in one wake-up, and their events come back together: the client
+    spends its CPU on connections, not on waking up."""
 
     def __init__(self, engine, w, index, procs):
         self.engine = engine
         self.due = range(index, round(w.rate * w.duration), procs)
-        self.interval = 1.0 / w.rate
-        self.n, self.behind = 0, 0.0
+        self.per_ms = w.rate / 1000.0
+        self.n, self.behind, self.next_at = 0, 0.0, None
         self.times = {"first_start": None, "last_start": None}
 
     def start(self, now):
         self.times["start"] = self.t0 = now
+        self.next_at = self.due_at(0) if self.due else None
+
+    def due_at(self, n):
+        """When the n-th of this worker's connections is due: the start of its millisecond."""
+        return self.t0 + (self.due[n] // self.per_ms) / 1000.0
 
     def tick(self, now):
-        engine, clock = self.engine, time.perf_counter
-        while self.n < len(self.due):
-            k = self.due[self.n]
-            at = self.t0 + k * self.interval
+        """Start every connection that is due; return the seconds until the next is."""
+        engine, clock, due, at = self.engine, time.perf_counter, self.due, self.next_at
+        while at is not None:
             now = clock()
             if at > now:
                 return min(at - now, 0.25)
-            self.n += 1
             self.behind = max(self.behind, now - at)
             self.times["first_start"] = self.times["first_start"] or now
-            self.times["last_start"] = now
-            engine.connect(Connection(None, b":%x:" % k, at), now)
+            while True:  # every connection of this millisecond, each connect timed from its own start
+                engine.connect(Connection(None, b":%x:" % due[self.n], at), clock())
+                self.n += 1
+                if self.n == len(due):
+                    at = None
+                    break
+                if self.due_at(self.n) != at:
+                    at = self.due_at(self.n)
+                    break
+            self.times["last_start"] = clock()
+            self.next_at = at
         return 0.25 if engine.by_fd else None
 
     def connected(self, c, now):

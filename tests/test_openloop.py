@@ -7,13 +7,14 @@ its capacity is set by how long it stays busy per connection), or asks client.py
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import TIMEOUT, client, echo_processes
+from helpers import ROOT, TIMEOUT, client, echo_processes
 
 
 class OneAtATime:
@@ -231,3 +232,39 @@ def test_a_client_that_falls_behind_its_schedule_says_so(echo_server):
     assert figures["behind_ms"] > 500 and figures["errors"] == 0
     text = client(*args, prelude=prelude).stdout
     assert "did not keep its schedule" in text and "lag" in text, text
+
+
+def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_early():
+    """Connections due in the same millisecond start in one wake-up: each is scheduled at
+    the start of the millisecond its k/rate falls in, and none starts before then."""
+    sys.path.insert(0, str(ROOT))
+    import client as module
+
+    class Recorder:
+        by_fd = {}
+
+        def __init__(self):
+            self.started = []  # (connection, when its connect began)
+
+        def connect(self, c, now):
+            self.started.append((c, now))
+            return True
+
+    rate, duration, procs = 8000, 0.05, 2
+    for index in range(procs):
+        engine = Recorder()
+        driver = module.OpenLoop(engine, module.Workload(rate=rate, duration=duration), index, procs)
+        t0 = time.perf_counter()
+        driver.start(t0)
+        deadline = t0 + 5
+        wait = driver.tick(t0)
+        while wait is not None and time.perf_counter() < deadline:
+            time.sleep(wait)
+            wait = driver.tick(time.perf_counter())
+        ks = list(range(index, round(rate * duration), procs))
+        assert len(engine.started) == len(ks), "every connection of this worker's share started"
+        for k, (c, began) in zip(ks, engine.started):
+            assert c.scheduled == pytest.approx(t0 + (k * 1000 // rate) / 1000, abs=1e-9)
+            assert began >= c.scheduled, "no connection starts before its scheduled time"
+        slots = {c.scheduled for c, _ in engine.started}
+        assert len(slots) == round(duration * 1000), "one wake-up's worth of connections per millisecond"
