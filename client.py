@@ -120,8 +120,11 @@ class SweepPreset(NamedTuple):
     about: str
 
 
+# The client's own ceiling: its knee against the cheapest server here, run before the others.
+# A server whose knee reaches it kept up with all the client could offer: "at least".
+CEILING = ("echo_reuseport.py", ("--workers", "2", "--backlog", "4096"))
 SWEEPS = {
-    "pingpong-sweep": SweepPreset("1000:16000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers "
+    "pingpong-sweep": SweepPreset("1000:30000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers "
                                                           "in Python': one exchange per connection, the connection "
                                                           "rate stepped up"),
 }
@@ -209,6 +212,9 @@ class Engine:
             return False
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # connect() binds a local port here. One source address has about 28,000 of them
+        # (Linux's 32768-60999), each held in TIME_WAIT after close and reused after a
+        # second on loopback: much past 28,000 new connections a second cannot last.
         err = sock.connect_ex(self.sockaddr)
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             sock.close()
@@ -931,21 +937,31 @@ def why_failed(result, w, name):
 
 
 def sweep_all(args, entries):
-    """Every server swept in open loop, one after another: [sweep dict, ...]."""
+    """Every server swept in open loop, one after another, after the client's own ceiling:
+    ([sweep dict, ...], the ceiling's sweep dict or None)."""
     label, rates, w = sweeps_from(args)
-    sweeps = []
-    for script, extra in entries:
-        server = RunningServer(script, args.work, extra)
-        try:
-            if server.failed:
-                result = no_sweep(server.name, server.failed)
-            else:
-                result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
-        finally:
-            server.stop()
-        result.update(scenario=label, rates=rates, workload=w)
-        sweeps.append(result)
-    return sweeps
+    ceiling = None
+    if (HERE / CEILING[0]).exists():
+        ceiling = sweep_one(args, HERE / CEILING[0], CEILING[1], label, rates, w)
+    sweeps = [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
+    reach = ceiling["knee"] if ceiling else None
+    for result in sweeps:
+        # The server kept up with all the client could offer: its own limit is not known.
+        result["knee_at_ceiling"] = reach is not None and result["knee"] is not None and result["knee"] >= reach
+    return sweeps, ceiling
+
+
+def sweep_one(args, script, extra, label, rates, w):
+    server = RunningServer(script, args.work, extra)
+    try:
+        if server.failed:
+            result = no_sweep(server.name, server.failed)
+        else:
+            result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
+    finally:
+        server.stop()
+    result.update(scenario=label, rates=rates, workload=w)
+    return result
 
 
 def run_all(args, entries):
@@ -1148,12 +1164,12 @@ COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"),
                   ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
 
 
-def markdown(tables, sweeps=()):
+def markdown(tables, sweeps=(), ceiling=None):
     """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
     lines = ["Measured by `{}` on {}.".format(" ".join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         lines += table_markdown(table)
-    lines += sweeps_markdown(sweeps, tables)
+    lines += sweeps_markdown(sweeps, tables, ceiling)
     return "\n".join(lines)
 
 
@@ -1183,7 +1199,7 @@ def table_markdown(table):
     return lines + [""]
 
 
-def sweeps_markdown(sweeps, tables):
+def sweeps_markdown(sweeps, tables, ceiling=None):
     """The open-loop sweeps: the knees ranked (beside the closed-loop pingpong ranks
     when that table was measured in the same run), then each server's steps."""
     if not sweeps:
@@ -1211,19 +1227,39 @@ def sweeps_markdown(sweeps, tables):
         if closed:
             cells.append(str(closed.get(s["server"], "-")))
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+    lines += [""] + ceiling_lines(ceiling)
     for s in sweeps:
         lines += sweep_table_markdown(s["server"], s)
     return lines
+
+
+def ceiling_lines(ceiling):
+    """What the client itself could offer, measured against the cheapest server here."""
+    if ceiling is None:
+        return []
+    if ceiling["knee"] is None:
+        return ["The client's own ceiling was not measured: {} {}.".format(
+            ceiling["server"], "failed: " + ceiling["failed"] if ceiling["failed"] else "met the rule at no step"), ""]
+    return ["The client's own ceiling on this machine: {} connections/s{}, its knee against {} (the cheapest server "
+            "here, swept first). A knee that reaches it is written \"at least\": there the server kept up with all "
+            "the client could offer, and its own limit lies higher.".format(
+                rate_text(ceiling["knee"]), " or more" if ceiling["knee_at_top"] else "", ceiling["server"]), ""]
+
+
+def knee_text(s, unit=""):
+    """A knee as the tables and the legend say it: "at least" where the server was not the limit."""
+    if s["knee"] is None:
+        return "failed" if s["failed"] else "none"
+    if s.get("knee_at_ceiling"):
+        return "at least " + rate_text(s["knee"]) + unit
+    return rate_text(s["knee"]) + unit + (" or more" if s["knee_at_top"] else "")
 
 
 def knee_cells(s, place):
     """A server's row in the knee ranking: its knee, and its highest step offered."""
     at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
     top = s["steps"][-1] if s["steps"] else None
-    return [str(place) if s["knee"] is not None else "-", s["server"],
-            (rate_text(s["knee"]) + (" or more" if s["knee_at_top"] else "")) if s["knee"] is not None
-            else ("failed" if s["failed"] else "none"),
+    return [str(place) if s["knee"] is not None else "-", s["server"], knee_text(s),
             ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
             rate_text(top["offered_rate"]) if top else "-", "{:,.0f}".format(top["achieved_rate"]) if top else "-",
             "{:,.0f}".format(top["reply_rate"]) if top else "-", errors_text(top) if top else "-"]
@@ -1233,6 +1269,7 @@ def sweep_table_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
     if sweep["knee"] is not None:
         heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
+            ", the client's ceiling: its limit lies at or above it" if sweep.get("knee_at_ceiling") else
             ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
     elif sweep["failed"] and not sweep["steps"]:
         heading = "#### {}: failed".format(server)
@@ -1527,7 +1564,7 @@ def knee_note(sweep):
         return "failed"
     if sweep["knee"] is None:
         return "no knee"
-    return "knee {}/s{}".format(rate_text(sweep["knee"]), " or more" if sweep.get("knee_at_top") else "")
+    return "knee " + knee_text(sweep, "/s")
 
 
 # ---------------------------------------------------------------- command line
@@ -1682,7 +1719,10 @@ def build_parser():
     group.add_argument("--rate", type=parse_rate, metavar="R|A:B:STEP",
                        help="start R new connections a second, whether or not earlier ones have finished, each doing "
                             "--messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names the knee. "
-                            "Response times count from each connection's scheduled start")
+                            "Response times count from each connection's scheduled start, in whole milliseconds "
+                            "(those due in one millisecond start together). One source address cannot open much "
+                            "more than about 28,000 new connections a second for long (the local port range, and "
+                            "TIME_WAIT ports reused after a second)")
     group.add_argument("--duration", type=number(0.1, 3600, float), default=5.0,
                        help="seconds of arrivals at each rate")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -1733,9 +1773,9 @@ def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
     entries = server_entries(args)
     tables = run_all(args, entries) if scenarios_from(args) else []
-    sweeps = sweep_all(args, entries) if sweeps_from(args) else []
-    text = markdown(tables, sweeps)
-    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps}, indent=1) if args.json else text)
+    sweeps, ceiling = sweep_all(args, entries) if sweeps_from(args) else ([], None)
+    text = markdown(tables, sweeps, ceiling)
+    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps, "ceiling": ceiling}, indent=1) if args.json else text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:

@@ -176,14 +176,21 @@ def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
                     "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=120)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert not echo_processes() - before, "client.py --all stops every server it started"
-    sweeps = {sweep["server"]: sweep for sweep in json.loads(result.stdout)["sweeps"]}
+    measured = json.loads(result.stdout)
+    sweeps = {sweep["server"]: sweep for sweep in measured["sweeps"]}
     assert set(sweeps) == set(servers)
+    # The client's own ceiling, swept first against the cheapest server, and the knees that reach it.
+    ceiling = measured["ceiling"]
+    assert ceiling["server"].startswith("echo_reuseport.py --workers 2") and ceiling["knee"] in (100, 200), ceiling
+    for sweep in sweeps.values():
+        assert sweep["knee_at_ceiling"] == (sweep["knee"] >= ceiling["knee"])
     for sweep in sweeps.values():
         assert not sweep["failed"] and not sweep["stopped_early"], sweep
         assert [step["offered_rate"] for step in sweep["steps"]] == [100, 200]
         assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
     assert len(progress_lines(result.stderr)) >= 4, "one progress line per step"
     lines = markdown.read_text().splitlines()
+    assert any("client's own ceiling" in line and ceiling["server"] in line for line in lines)
     for name, sweep in sweeps.items():
         assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
                    for line in lines), "the markdown names {}'s knee".format(name)
