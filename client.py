@@ -52,7 +52,9 @@ SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
 # dropped. The first retry comes 1 s after the SYN (Linux's initial RTO), give or take a tick of
 # the kernel's timer; a connect without one takes well under a millisecond on loopback.
 SYN_RETRY = 0.95
-TCP_INFO, TCP_ESTABLISHED = getattr(socket, "TCP_INFO", None), 1  # Linux: a socket's state, first byte
+# Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
+TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
+TCP_ESTABLISHED = 1
 
 
 @dataclasses.dataclass(frozen=True)
@@ -558,7 +560,7 @@ def run_worker(address, share, w, go, barrier, results):
 
 
 
-# ---------------------------------------------------------------- measuring one server
+# ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
     """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
@@ -736,7 +738,7 @@ def combine_open(parts, w):
 
 
 
-# ---------------------------------------------------------------- measuring: the open loop's sweep and knee
+# ---- the open loop's sweep and knee
 
 def sweep(host, port, rates, w, procs, name, server=None):
     """Offer each rate in turn for w.duration seconds, one progress line per step;
@@ -1036,6 +1038,8 @@ def rank(rows):
 
 # ---------------------------------------------------------------- reporting: text, Markdown and SVG
 
+# ---- text
+
 def describe(w):
     return "{} clients x {} connections x {} messages of {} B".format(w.clients, w.connects, w.messages, w.size)
 
@@ -1147,7 +1151,7 @@ def step_line(server, step):
         step["reply_rate"], ms_text(step["p99_ms"]), step["errors"])
 
 
-# ---------------------------------------------------------------- reporting: Markdown
+# ---- Markdown
 
 def fmt(value, spec):
     return "-" if value is None else format(value, spec)
@@ -1317,7 +1321,7 @@ def machine():
 
 
 
-# ---------------------------------------------------------------- reporting: SVG
+# ---- SVG
 # Each chart is a Figure, a list of SVG elements with its size; chart() stacks the
 # figures and wraps them into one document, once.
 
@@ -1336,10 +1340,10 @@ LEGEND_X = LEFT + PLOT_W + 30
 BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
 
 
-def chart(tables, sweeps):
+def chart(tables, sweeps, ceiling=None):
     """The --svg file: the bars of the closed-loop tables, the three graphs of the
     sweeps, or both one above the other."""
-    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
+    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps, ceiling)] if sweeps else [])
     width, height, parts = max(f.width for f in figures), sum(f.height for f in figures), []
     y = 0
     for figure in figures:
@@ -1479,9 +1483,10 @@ def second_round(i):
     return ' stroke-dasharray="6,3"' if i >= len(COLOURS) else ""
 
 
-def sweep_svg(sweeps):
+def sweep_svg(sweeps, ceiling=None):
     """Three graphs stacked against the offered rate: reply rate, response time (p99,
-    and p50 dashed when few servers), errors. One line per server, one legend."""
+    and p50 dashed when few servers), errors. One line per server, one legend; a grey
+    line where the client's own ceiling lies."""
     points = [step for sweep in sweeps for step in sweep["steps"]]
     offered = [step["offered_rate"] for step in points] or [0, 1]
     x_low, x_high = min(offered), max(offered)
@@ -1501,6 +1506,12 @@ def sweep_svg(sweeps):
         if n == 0:  # where a server that keeps up lies: replies = offered
             parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
                          'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
+        if ceiling and ceiling["knee"] is not None and x_low <= ceiling["knee"] <= x_high:
+            parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#888" stroke-width="2" '
+                         'stroke-dasharray="1,3"/>'.format(x(ceiling["knee"]), top, top + PLOT_H))
+            if n == 0:
+                parts.append(svg_text(x(ceiling["knee"]) - 4, top + 14, "the client's ceiling", text_anchor="end",
+                                      fill="#666"))
         if n == 2 and not any(step["errors"] for step in points):
             parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
                                   fill="#444"))
@@ -1779,7 +1790,7 @@ def run_every_server(args):
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:
-        Path(args.svg).write_text(chart(tables, sweeps))
+        Path(args.svg).write_text(chart(tables, sweeps, ceiling))
     return 0
 
 

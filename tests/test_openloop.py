@@ -197,6 +197,7 @@ def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
     root = ET.parse(str(chart)).getroot()  # well-formed
     texts = " ".join("".join(element.itertext()) for element in root.iter("{http://www.w3.org/2000/svg}text"))
     assert all(name[len("echo_"):-len(".py")] in texts for name in servers), "a legend names each server"
+    assert "the client's ceiling" in texts, "the chart marks the client's own ceiling"
     for graph in ("reply", "response", "error"):
         assert graph in texts.lower(), "a graph of {} against offered rate".format(graph)
     lines_drawn = list(root.iter("{http://www.w3.org/2000/svg}polyline"))
