@@ -71,6 +71,7 @@ class Workload:
     budget: Optional[float] = None  # seconds the whole run may take (--all)
     hold: bool = False  # open every connection first, then send
     connecting: int = CONNECTING  # connects in flight
+    connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
     rate: Optional[float] = None  # open loop: connections a second
     duration: float = 5.0  # open loop: seconds of arrivals
 
@@ -394,8 +395,9 @@ class ClosedLoop:
     """The article's clients: each opens its connections one after another, the next
     when the last has ended, so a slow server is asked less (closed loop). At most
     `connecting` connects are in flight (a burst of connects overflows the server's
-    listen queue: SYNs are dropped and retried after 1, 3, 7 s). With hold, every
-    connection is opened first; the workers meet at barrier; then the messages go."""
+    listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
+    rate, at most that many start a second. With hold, every connection is opened
+    first; the workers meet at barrier; then the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
@@ -403,6 +405,7 @@ class ClosedLoop:
         self.clients = [Client(cid) for cid in cids]
         self.active, self.in_flight = len(self.clients), 0
         self.queued = collections.deque()  # clients waiting for a connect slot
+        self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
         self.held = []  # with hold: connected, waiting for the first message
         self.released = not self.hold
         self.times = {}
@@ -421,20 +424,29 @@ class ClosedLoop:
                 engine.errors["deadline"] += self.connects - client.done
                 self.active -= 1
                 return
-            if self.in_flight >= self.slots:
+            if not self.may_connect(now):
                 self.queued.append(client)
                 return
+            if self.pace:  # due one interval later; a late loop catches up at most a millisecond's worth
+                self.next_connect = max(self.next_connect, now - 0.001) + self.pace
             c = Connection(client, b":%x:%x:" % (client.done, client.cid), now)
             if engine.connect(c, now):
                 self.in_flight += 1
                 return
             client.done += 1
 
+    def may_connect(self, now):
+        """A connect slot is free, and with a connect rate, the next connect is due."""
+        return self.in_flight < self.slots and now >= self.next_connect
+
+    def connect_queued(self, now):
+        while self.queued and self.may_connect(now):
+            self.open(self.queued.popleft(), now)
+
     def connect_done(self, now):
         """A connect finished, either way: its slot goes to the next client queued."""
         self.in_flight -= 1
-        while self.queued and self.in_flight < self.slots:
-            self.open(self.queued.popleft(), now)
+        self.connect_queued(now)
 
     def connected(self, c, now):
         self.connect_done(now)
@@ -452,8 +464,12 @@ class ClosedLoop:
         self.open(c.owner, now)
 
     def tick(self, now):
+        if self.pace:
+            self.connect_queued(now)
         if not self.released and not self.in_flight and not self.queued:
             self.release()
+        if self.pace and self.queued:
+            return min(0.25, max(0.0, self.next_connect - now))
         return 0.25 if self.active else None
 
     def release(self):
@@ -595,7 +611,8 @@ def measure(host, port, w, procs):
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     go, barrier = context.Event(), context.Barrier(procs)
     # The connects in flight are shared out over the workers, at least one each.
-    per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs))
+    per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
+                                     connect_pace=w.connect_pace / procs if w.connect_pace else None)
     workers, pipes = [], []
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
@@ -1633,7 +1650,7 @@ def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
                  timeout=args.timeout, connect_timeout=args.timeout, budget=args.budget, hold=args.hold,
-                 connecting=args.connect_concurrency, duration=args.duration)
+                 connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration)
     return dataclasses.replace(w, **changes)
 
 
@@ -1723,6 +1740,9 @@ def build_parser():
     parser.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
                         help="connects in flight at once, over all worker processes: a burst of connects "
                              "overflows the server's listen queue and waits on SYN retries")
+    parser.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
+                        help="closed loop: start at most R connects a second, over all worker processes "
+                             "(as well as at most K in flight)")
     parser.add_argument("--hold", action="store_true",
                         help="open every connection first and hold them all, then send (as the c* presets do); "
                              "reports the connect and echo phases apart")

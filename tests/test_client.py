@@ -308,3 +308,15 @@ def test_a_failed_row_says_why_in_words():
     assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
     assert "select() cannot watch descriptors past 1024" in text
     assert "limit" not in module.why_failed(result, w, "echo_epoll.py")
+
+
+def test_connect_pace_spreads_the_connects_over_time(counting_server):
+    server = counting_server(backlog=1024)
+    result = client("--port", str(server.port), "--clients", "200", "--connects", "1", "--messages", "1", "--hold",
+                    "--connect-pace", "400", "--procs", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["messages"] == 200 and figures["syn_retries"] == 0
+    # 200 connects at 400 a second: half a second, give or take a millisecond's catch-up.
+    assert 0.45 <= figures["connect_phase_s"] < 3, figures["connect_phase_s"]
+    assert figures["connect_rate"] <= 400 * 1.1
