@@ -17,7 +17,9 @@ not the bottleneck.
 """
 import argparse
 import array
+import ast
 import collections
+import dataclasses
 import errno
 import html
 import importlib.util
@@ -26,7 +28,6 @@ import math
 import multiprocessing
 import os
 import platform
-import re
 import resource
 import select
 import signal
@@ -37,29 +38,67 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import NamedTuple, Optional
 
 HERE = Path(__file__).resolve().parent
 ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "other")
-# name: (clients, connects, messages, [sizes], server --work, what it reproduces)
-PRESETS = {
-    "article-50": (50, 100, 50, [32], 0, "the article's Mac table: 50 clients x 100 connections x 50 messages"),
-    "article-150": (150, 100, 50, [32], 0, "the article's Mac table: 150 clients"),
-    "article-100": (100, 100, 50, [32], 0, "the article's Linux table: 100 clients"),
-    "article-1000": (1000, 100, 50, [32], 0, "the article's Linux table: 1,000 clients"),
-    "c1k": (1000, 1, 100, [32], 0, "1,000 concurrent connections, 100 messages each"),
-    "c10k": (10000, 1, 100, [32], 0, "10,000 concurrent connections, 100 messages each"),
-    "c10k-cpu": (10000, 1, 1, [32], 100000, "10,000 connections, one message each, servers run --work 100000"),
-    "bulk": (20, 5, 500, [1024, 4096, 65536], 0, "messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU"),
-    "pingpong": (50, 40, 1, [32], 0, "one message per connection: the connection rate"),
-}
-SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
-HELD = ("c1k", "c10k", "c10k-cpu")  # every connection is opened and held before the first message
 # Bounds sized to the work, so that they never fail a correct server. A connect may wait on the
 # kernel's SYN retries (1, 3, 7, 15 s) while a slow acceptor's listen queue is full; an echo may wait
 # behind every other client's --work on one core; a whole run may go no slower than SLOWEST msgs/s.
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 CONNECT_FLOOR = 30.0  # seconds, for the c* scenarios
 SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
+# A connect this slow waited on a SYN retransmission: the listen queue was full and the SYN was
+# dropped. The first retry comes 1 s after the SYN (Linux's initial RTO), give or take a tick of
+# the kernel's timer; a connect without one takes well under a millisecond on loopback.
+SYN_RETRY = 0.95
+# Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
+TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
+TCP_ESTABLISHED = 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Workload:
+    """What one run asks of a server: clients x connects x messages of size bytes (closed
+    loop), or rate new connections a second for duration seconds (open loop), and the
+    bounds on every wait. Changed with dataclasses.replace(w, ...), never in place."""
+    clients: int = 50
+    connects: int = 5
+    messages: int = 50
+    size: int = 32
+    timeout: float = 10.0  # seconds any one wait may take
+    connect_timeout: float = 10.0
+    budget: Optional[float] = None  # seconds the whole run may take (--all)
+    hold: bool = False  # open every connection first, then send
+    connecting: int = CONNECTING  # connects in flight
+    connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
+    rate: Optional[float] = None  # open loop: connections a second
+    duration: float = 5.0  # open loop: seconds of arrivals
+
+
+class Preset(NamedTuple):
+    """A closed-loop scenario of --all: one table."""
+    clients: int
+    connects: int
+    messages: int
+    sizes: tuple  # one table per size
+    work: int  # the servers' --work
+    about: str  # what it reproduces
+
+
+PRESETS = {
+    "article-50": Preset(50, 100, 50, (32,), 0, "the article's Mac table: 50 clients x 100 connections x 50 messages"),
+    "article-150": Preset(150, 100, 50, (32,), 0, "the article's Mac table: 150 clients"),
+    "article-100": Preset(100, 100, 50, (32,), 0, "the article's Linux table: 100 clients"),
+    "article-1000": Preset(1000, 100, 50, (32,), 0, "the article's Linux table: 1,000 clients"),
+    "c1k": Preset(1000, 1, 100, (32,), 0, "1,000 concurrent connections, 100 messages each"),
+    "c10k": Preset(10000, 1, 100, (32,), 0, "10,000 concurrent connections, 100 messages each"),
+    "c10k-cpu": Preset(10000, 1, 1, (32,), 100000, "10,000 connections, one message each, servers run --work 100000"),
+    "bulk": Preset(20, 5, 500, (1024, 4096, 65536), 0, "messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU"),
+    "pingpong": Preset(50, 40, 1, (32,), 0, "one message per connection: the connection rate"),
+}
+SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
+HELD = ("c1k", "c10k", "c10k-cpu")  # every connection is opened and held before the first message
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
@@ -68,10 +107,29 @@ KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 PAST_ERROR_SHARE, PAST_REPLY_RATIO = 0.01, 0.8
 KEPT_SCHEDULE = 0.95  # the client kept its schedule if it started at least 95 % of the offered rate
 MAX_RATE, MAX_STEPS = 1000000, 1000  # connections/s, and steps in a sweep: a typo's guard
-# name: (rates, seconds at each rate, what it reproduces): the open-loop presets
+
+
+class Rates(NamedTuple):
+    """--rate as parsed: the rates to offer, in order, and whether they were asked for
+    as a sweep (A:B:STEP, a knee named even for one step) or as one rate (R)."""
+    values: list
+    sweep: bool
+
+
+class SweepPreset(NamedTuple):
+    """An open-loop scenario of --all: every server swept over rates, duration seconds each."""
+    rates: str  # as --rate takes them
+    duration: float
+    about: str
+
+
+# The client's own ceiling: its knee against the cheapest server here, run before the others.
+# A server whose knee reaches it kept up with all the client could offer: "at least".
+CEILING = ("echo_reuseport.py", ("--workers", "2", "--backlog", "4096"))
 SWEEPS = {
-    "pingpong-sweep": ("1000:16000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers in Python': "
-                                            "one exchange per connection, the connection rate stepped up"),
+    "pingpong-sweep": SweepPreset("1000:30000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers "
+                                                          "in Python': one exchange per connection, the connection "
+                                                          "rate stepped up"),
 }
 # What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
 LIMITS = {
@@ -87,6 +145,17 @@ ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not c
                "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
                "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
                "deadline": "cut at the run's {budget:g} s bound", "other": "other errors"}
+
+
+def die(message, status=1):
+    """The one way client.py stops on an error: one line on stderr, no traceback."""
+    sys.stderr.write("client.py: error: {}\n".format(message))
+    raise SystemExit(status)
+
+
+def note(message):
+    """A line on stderr that is not an error (progress, a row left out)."""
+    print("client.py: " + message, file=sys.stderr, flush=True)
 
 
 # ---------------------------------------------------------------- one worker process: the engine
@@ -120,16 +189,18 @@ class Engine:
         else:
             self.poller, self.scale, self.READ, self.WRITE = select.poll(), 1000, select.POLLIN, select.POLLOUT
         self.family, self.sockaddr = address
-        self.size, self.per_connection = w["size"], w["messages"]
-        self.timeout, self.connect_timeout = w["timeout"], w["connect_timeout"]
+        self.size, self.per_connection = w.size, w.messages
+        self.timeout, self.connect_timeout = w.timeout, w.connect_timeout
         self.fill = bytes(range(256)) * (self.size // 256 + 1)
         self.cutoff = None  # with a time budget: when the run is cut
         self.by_fd = {}
+        self.ready = []  # connects that completed inside connect(): handled at the next wake-up
         self.errors = dict.fromkeys(ERROR_KINDS, 0)
         self.client_limits = {"ports": 0, "descriptors": 0}  # the client's own failures, not the server's
         self.latencies = array.array("d")  # each message: sent -> echoed
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
         self.connect_times = array.array("d")  # each connect: connect() -> connected
+        self.connected_at = array.array("d")  # and when it connected
         self.echo_sum, self.messages, self.connections, self.open, self.max_open = 0.0, 0, 0, 0, 0
         self.last_done = None
         self.driver = None
@@ -144,6 +215,9 @@ class Engine:
             return False
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        # connect() binds a local port here. One source address has about 28,000 of them
+        # (Linux's 32768-60999), each held in TIME_WAIT after close and reused after a
+        # second on loopback: much past 28,000 new connections a second cannot last.
         err = sock.connect_ex(self.sockaddr)
         if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
             sock.close()
@@ -151,18 +225,29 @@ class Engine:
             return False
         c.sock, c.fd = sock, sock.fileno()
         self.by_fd[c.fd] = c
-        self.poller.register(c.fd, self.WRITE)
+        # On loopback the handshake is done before connect() returns: then there is no
+        # "writable" to wait for, and a wake-up per connection is saved.
+        if err == 0 or (TCP_INFO and sock.getsockopt(socket.IPPROTO_TCP, TCP_INFO, 1)[0] == TCP_ESTABLISHED):
+            self.poller.register(c.fd, self.READ)
+            self.ready.append(c)
+        else:
+            self.poller.register(c.fd, self.WRITE)
         return True
 
     def connected(self, c, now):
+        """c's connect finished, as its socket turned writable: failed, or established."""
         err = c.sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
         if err:
             return self.fail(c, err)
+        self.poller.modify(c.fd, self.READ)  # held or not, a server that closes or resets it is seen
+        self.established(c, now)
+
+    def established(self, c, now):
         c.connecting = False
         self.open += 1
         self.max_open = max(self.max_open, self.open)
         self.connect_times.append(now - c.started)
-        self.poller.modify(c.fd, self.READ)  # held or not, a server that closes or resets it is seen
+        self.connected_at.append(now)
         if self.driver.connected(c, now):
             self.begin(c, now)
 
@@ -250,8 +335,10 @@ class Engine:
         next_check = clock() + 0.25
         wait = driver.tick(clock())
         while wait is not None:
-            events = poll(wait * scale)
+            events = poll(0 if self.ready else wait * scale)
             now = clock()  # one timestamp per wake-up: every event in it had arrived by now
+            if self.ready:
+                self.dispatch_ready(now)
             for fd, mask in events:
                 c = by_fd.get(fd)
                 if c is None:
@@ -277,13 +364,23 @@ class Engine:
                     self.fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout", now)
             wait = driver.tick(now)
 
+    def dispatch_ready(self, now):
+        """The connects that were done when connect() returned, handled as if polled now."""
+        ready, self.ready = self.ready, []
+        for c in ready:
+            if self.by_fd.get(c.fd) is c:  # not failed meanwhile
+                try:
+                    self.established(c, now)
+                except OSError as e:
+                    self.fail(c, e, now)
+
     def figures(self):
         """What the parent combines: counts, and the timings as bytes."""
         return {"messages": self.messages, "connections": self.connections, "echo_sum": self.echo_sum,
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
                 "client_limits": self.client_limits, "last_done": self.last_done,
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes()}
+                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes()}
 
 
 class Client:
@@ -298,15 +395,17 @@ class ClosedLoop:
     """The article's clients: each opens its connections one after another, the next
     when the last has ended, so a slow server is asked less (closed loop). At most
     `connecting` connects are in flight (a burst of connects overflows the server's
-    listen queue: SYNs are dropped and retried after 1, 3, 7 s). With hold, every
-    connection is opened first; the workers meet at barrier; then the messages go."""
+    listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
+    rate, at most that many start a second. With hold, every connection is opened
+    first; the workers meet at barrier; then the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
-        self.connects, self.slots, self.hold = w["connects"], w["connecting"], w["hold"]
+        self.connects, self.slots, self.hold = w.connects, w.connecting, w.hold
         self.clients = [Client(cid) for cid in cids]
         self.active, self.in_flight = len(self.clients), 0
         self.queued = collections.deque()  # clients waiting for a connect slot
+        self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
         self.held = []  # with hold: connected, waiting for the first message
         self.released = not self.hold
         self.times = {}
@@ -325,20 +424,29 @@ class ClosedLoop:
                 engine.errors["deadline"] += self.connects - client.done
                 self.active -= 1
                 return
-            if self.in_flight >= self.slots:
+            if not self.may_connect(now):
                 self.queued.append(client)
                 return
+            if self.pace:  # due one interval later; a late loop catches up at most a millisecond's worth
+                self.next_connect = max(self.next_connect, now - 0.001) + self.pace
             c = Connection(client, b":%x:%x:" % (client.done, client.cid), now)
             if engine.connect(c, now):
                 self.in_flight += 1
                 return
             client.done += 1
 
+    def may_connect(self, now):
+        """A connect slot is free, and with a connect rate, the next connect is due."""
+        return self.in_flight < self.slots and now >= self.next_connect
+
+    def connect_queued(self, now):
+        while self.queued and self.may_connect(now):
+            self.open(self.queued.popleft(), now)
+
     def connect_done(self, now):
         """A connect finished, either way: its slot goes to the next client queued."""
         self.in_flight -= 1
-        while self.queued and self.in_flight < self.slots:
-            self.open(self.queued.popleft(), now)
+        self.connect_queued(now)
 
     def connected(self, c, now):
         self.connect_done(now)
@@ -356,8 +464,12 @@ class ClosedLoop:
         self.open(c.owner, now)
 
     def tick(self, now):
+        if self.pace:
+            self.connect_queued(now)
         if not self.released and not self.in_flight and not self.queued:
             self.release()
+        if self.pace and self.queued:
+            return min(0.25, max(0.0, self.next_connect - now))
         return 0.25 if self.active else None
 
     def release(self):
@@ -384,33 +496,48 @@ class ClosedLoop:
 class OpenLoop:
     """Connections start on a clock, `rate` a second over all workers, whether or not
     the earlier ones have finished (httperf's open loop). Of P workers, worker i starts
-    connections i, i+P, i+2P, ...; connection k is due at start + k/rate, and its
-    response time counts from then: a server that stalls keeps being asked, and the
-    wait of every connection due meanwhile shows (wrk2's coordinated omission)."""
+    connections i, i+P, i+2P, ...; connection k is due at the start of the millisecond in
+    which k/rate falls, and its response time counts from then: a server that stalls keeps
+    being asked, and the wait of every connection due meanwhile shows (wrk2's coordinated
+    omission). The schedule is in whole milliseconds so that the connections due in one
+    millisecond start in one wake-up, and their events come back together: the client
+    spends its CPU on connections, not on waking up."""
 
     def __init__(self, engine, w, index, procs):
         self.engine = engine
-        self.due = range(index, round(w["rate"] * w["duration"]), procs)
-        self.interval = 1.0 / w["rate"]
-        self.n, self.behind = 0, 0.0
+        self.due = range(index, round(w.rate * w.duration), procs)
+        self.per_ms = w.rate / 1000.0
+        self.n, self.behind, self.next_at = 0, 0.0, None
         self.times = {"first_start": None, "last_start": None}
 
     def start(self, now):
         self.times["start"] = self.t0 = now
+        self.next_at = self.due_at(0) if self.due else None
+
+    def due_at(self, n):
+        """When the n-th of this worker's connections is due: the start of its millisecond."""
+        return self.t0 + (self.due[n] // self.per_ms) / 1000.0
 
     def tick(self, now):
-        engine, clock = self.engine, time.perf_counter
-        while self.n < len(self.due):
-            k = self.due[self.n]
-            at = self.t0 + k * self.interval
+        """Start every connection that is due; return the seconds until the next is."""
+        engine, clock, due, at = self.engine, time.perf_counter, self.due, self.next_at
+        while at is not None:
             now = clock()
             if at > now:
                 return min(at - now, 0.25)
-            self.n += 1
             self.behind = max(self.behind, now - at)
             self.times["first_start"] = self.times["first_start"] or now
-            self.times["last_start"] = now
-            engine.connect(Connection(None, b":%x:" % k, at), now)
+            while True:  # every connection of this millisecond, each connect timed from its own start
+                engine.connect(Connection(None, b":%x:" % due[self.n], at), clock())
+                self.n += 1
+                if self.n == len(due):
+                    at = None
+                    break
+                if self.due_at(self.n) != at:
+                    at = self.due_at(self.n)
+                    break
+            self.times["last_start"] = clock()
+            self.next_at = at
         return 0.25 if engine.by_fd else None
 
     def connected(self, c, now):
@@ -429,15 +556,15 @@ def run_worker(address, share, w, go, barrier, results):
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
     engine = Engine(address, w)
     index, procs = share
-    if w.get("rate"):
+    if w.rate:
         driver = OpenLoop(engine, w, index, procs)
     else:
-        driver = ClosedLoop(engine, range(index, w["clients"], procs), w, barrier)
+        driver = ClosedLoop(engine, range(index, w.clients, procs), w, barrier)
     results.send("ready")
     go.wait()
     cpu0 = resource.getrusage(resource.RUSAGE_SELF)
     start = time.perf_counter()
-    engine.cutoff = start + w["budget"] if w.get("budget") else None
+    engine.cutoff = start + w.budget if w.budget else None
     driver.start(start)
     engine.run(driver)
     driver.finish()
@@ -448,7 +575,8 @@ def run_worker(address, share, w, go, barrier, results):
     results.send(figures)
 
 
-# ---------------------------------------------------------------- measuring one server
+
+# ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
     """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
@@ -470,20 +598,21 @@ def fit_descriptors(clients, procs):
 
 def measure(host, port, w, procs):
     """Run workload w against host:port; return the combined figures."""
-    if w.get("rate"):  # open loop: how many are open at once is the server's doing; EMFILE is counted
-        procs = max(1, min(procs, round(w["rate"] * w["duration"])))
+    if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
+        procs = max(1, min(procs, round(w.rate * w.duration)))
         fit_descriptors(1, procs)
     else:
-        procs = max(1, min(procs, w["clients"]))
-        too_many = fit_descriptors(w["clients"], procs)
+        procs = max(1, min(procs, w.clients))
+        too_many = fit_descriptors(w.clients, procs)
         if too_many:
-            raise SystemExit("client.py: " + too_many)
+            die(too_many)
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     go, barrier = context.Event(), context.Barrier(procs)
     # The connects in flight are shared out over the workers, at least one each.
-    per_worker = dict(w, connecting=max(1, w["connecting"] // procs))
+    per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
+                                     connect_pace=w.connect_pace / procs if w.connect_pace else None)
     workers, pipes = [], []
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
@@ -496,23 +625,23 @@ def measure(host, port, w, procs):
     try:
         for pipe in pipes:
             if not pipe.poll(60) or receive(pipe) != "ready":
-                raise SystemExit("client.py: a worker process did not start")
+                die("a worker process did not start")
         go.set()
-        if w.get("rate"):
-            bound = w["duration"] + w["connect_timeout"] + (w["messages"] + 2) * w["timeout"] + 60
+        if w.rate:
+            bound = w.duration + w.connect_timeout + (w.messages + 2) * w.timeout + 60
         else:
-            bound = 2 * w["connect_timeout"] + w["connects"] * (w["messages"] + 3) * w["timeout"] + 60
+            bound = 2 * w.connect_timeout + w.connects * (w.messages + 3) * w.timeout + 60
         parts = []
         for pipe in pipes:
             if not pipe.poll(bound):
-                raise SystemExit("client.py: a worker process did not finish")
+                die("a worker process did not finish")
             parts.append(receive(pipe))
     finally:
         for worker in workers:
             worker.join(5)
             if worker.is_alive():
                 worker.kill()
-    return (combine_open if w.get("rate") else combine)(parts, w)
+    return (combine_open if w.rate else combine)(parts, w)
 
 
 def receive(pipe):
@@ -520,7 +649,7 @@ def receive(pipe):
     try:
         return pipe.recv()
     except EOFError:
-        raise SystemExit("client.py: a worker process died (its error is above)") from None
+        die("a worker process died (its error is above)")
 
 
 def timings(parts, key):
@@ -550,34 +679,53 @@ def combine(parts, w):
     """Closed loop: the article's averages, rates over the run (or its echo phase), latency per message."""
     figures = counted(parts)
     messages, connections = figures["messages"], figures["connections"]
-    attempted = w["clients"] * w["connects"]
+    attempted = w.clients * w.connects
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = timings(parts, "latencies")
     # With hold, the two phases of the tiny-asyncio tables: every connection open, then every echo.
     phases = {"connect_phase_s": None, "echo_phase_s": None}
-    if w["hold"]:
+    if w.hold:
         phases = {"connect_phase_s": max(p["held_at"] for p in parts) - min(p["start"] for p in parts),
                   "echo_phase_s": max(p["end"] for p in parts) - min(p["echo_start"] for p in parts)}
     rated = phases["echo_phase_s"] or wall  # held connections: rates over the echo phase
     # The article's three figures: averages per connection.
     connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
     echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
-    return dict(figures, **phases, **{
-        "expected": attempted * w["messages"],
+    connects = connect_figures(parts, min(p["start"] for p in parts))
+    if not w.hold:
+        connects["connect_rate"] = None  # connects and echoes interleave: conns_per_s says it
+    return dict(figures, **phases, **connects, **{
+        "expected": attempted * w.messages,
         "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s, "wall_s": wall,
         "msgs_per_s": messages / rated if rated else 0.0,
-        "mb_per_s": messages * w["size"] / rated / 1e6 if rated else 0.0,
+        "mb_per_s": messages * w.size / rated / 1e6 if rated else 0.0,
         "conns_per_s": connections / wall if wall else 0.0,
         "p50_ms": percentile(ordered, 0.50), "p90_ms": percentile(ordered, 0.90),
         "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1] * 1000 if ordered else None,
     })
 
 
+def connect_figures(parts, start):
+    """What the connects took: p50, p99 and max from connect() to connected; how many
+    waited on a SYN retry; and the rate of the others, connections a second from start
+    to the last of them: the server's accept rate, apart from the retries' waits."""
+    took, at = array.array("d"), array.array("d")
+    for part in parts:
+        took.frombytes(part["connect_times"])
+        at.frombytes(part["connected_at"])
+    prompt = [when for seconds, when in zip(took, at) if seconds < SYN_RETRY]
+    ordered = sorted(took)
+    span = max(prompt) - start if prompt else 0.0
+    return {"connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
+            "connect_max_ms": ordered[-1] * 1000 if ordered else None, "syn_retries": len(took) - len(prompt),
+            "connect_rate": len(prompt) / span if span > 0 else None}
+
+
 def combine_open(parts, w):
     """Open loop: the offered and achieved start rates, the reply rate, and response
     times from each connection's scheduled start, as httperf and wrk2 report them."""
     figures = counted(parts)
-    rate, duration = w["rate"], w["duration"]
+    rate, duration = w.rate, w.duration
     start = min(p["start"] for p in parts)
     started = sum(p["started"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
@@ -588,79 +736,56 @@ def combine_open(parts, w):
     done = [p["last_done"] for p in parts if p["last_done"] is not None]
     # Completions per second over the arrivals' duration, or longer when the replies came later.
     span = max(done) - start if done else 0.0
-    responses, connects = timings(parts, "responses"), timings(parts, "connect_times")
+    responses = timings(parts, "responses")
+    connects = connect_figures(parts, start)
+    del connects["connect_rate"]  # the offered rate decides it
     return dict(figures, **{
         "offered_rate": rate, "duration_s": duration, "scheduled": round(rate * duration),
         "started": started, "achieved_rate": achieved,
         "behind_ms": max(p["behind"] for p in parts) * 1000,
         "kept_schedule": achieved >= KEPT_SCHEDULE * rate,
         "reply_rate": figures["connections"] / max(duration, span),
-        "expected": round(rate * duration) * w["messages"],
+        "expected": round(rate * duration) * w.messages,
         "p50_ms": percentile(responses, 0.50), "p90_ms": percentile(responses, 0.90),
         "p99_ms": percentile(responses, 0.99), "max_ms": responses[-1] * 1000 if responses else None,
-        "connect_p50_ms": percentile(connects, 0.50), "connect_p99_ms": percentile(connects, 0.99),
-        "mb_per_s": figures["messages"] * w["size"] / max(duration, span) / 1e6,
+        **connects,
+        "mb_per_s": figures["messages"] * w.size / max(duration, span) / 1e6,
     })
 
 
-def describe(w):
-    return "{clients} clients x {connects} connections x {messages} messages of {size} B".format(**w)
 
 
-def report(result, w, procs, out=sys.stdout):
-    """The single-server report: the article's three figures, then the rest."""
-    r = result
-    print("workload   {} ({} client processes)".format(describe(w), procs), file=out)
-    print("article    connect {:.5f} s   echo {:.5f} s   total {:.5f} s   (averages per connection)".format(
-        r["connect_s"], r["echo_s"], r["total_s"]), file=out)
-    print("verified   {} of {} messages in {:.2f} s: {:,.0f} msgs/s, {:.2f} MB/s, {:,.0f} connections/s".format(
-        r["messages"], r["expected"], r["wall_s"], r["msgs_per_s"], r["mb_per_s"], r["conns_per_s"]), file=out)
-    if r["connect_phase_s"] is not None:
-        print("phases     connect {:.3f} s ({:,} connections open at once), then echo {:.3f} s "
-              "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
-                                                                r["echo_phase_s"]), file=out)
-    if r["p50_ms"] is not None:
-        print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
-            r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
-    print("client CPU {:.2f} s ({:.1f} us a message)".format(
-        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["messages"])), file=out)
-    print("errors     {}{}".format(r["errors"], "  " + ", ".join(
-        "{} {}".format(v, k) for k, v in r["error_kinds"].items()) if r["errors"] else ""), file=out)
+# ---- the open loop's sweep and knee
+
+def sweep(host, port, rates, w, procs, name, server=None):
+    """Offer each rate in turn for w.duration seconds, one progress line per step;
+    stop early once the server is clearly past its limit, or the client cannot keep
+    its schedule. Returns {"server", "knee", "knee_rule", "knee_at_top", "steps",
+    "stopped_early", "client_limited", "failed"}."""
+    result = no_sweep(name)
+    steps = result["steps"]
+    for n, rate in enumerate(rates):
+        if server is not None and not server.alive():
+            result["failed"] = "exited with status {}".format(server.proc.returncode)
+            break
+        before = server.cpu() if server is not None else None
+        step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
+        step["server_cpu_s"] = None if before is None else server.cpu() - before
+        steps.append(step)
+        print(step_line(name, step), file=sys.stderr, flush=True)
+        if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
+            result["stopped_early"], result["client_limited"] = True, client_limited(steps)
+            break
+    result["knee"] = knee(steps)
+    # The last rate asked for met the rule: the server's limit was not reached.
+    result["knee_at_top"] = result["knee"] is not None and result["knee"] == rates[-1]
+    return result
 
 
-# ---------------------------------------------------------------- open loop: --rate, one rate or a sweep
-
-def parse_rate(text):
-    """--rate: "R" -> R (a number); "A:B:STEP" -> [A, A+STEP, ..., <= B] (a list, even of one).
-    For argparse's type=: a bad value raises ArgumentTypeError, which is one line."""
-    parts = text.split(":")
-    try:
-        if len(parts) not in (1, 3):
-            raise ValueError
-        values = [float(part) for part in parts]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            "expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, got {!r}".format(text)
-        ) from None
-    # Written as "inside the range" so that nan, which compares false, fails too.
-    if not all(0 < value <= MAX_RATE for value in values):
-        raise argparse.ArgumentTypeError("rates and steps must be above 0 and at most {:,}, got {!r}".format(
-            MAX_RATE, text))
-    if len(values) == 1:
-        return whole(values[0])
-    start, stop, step = values
-    if stop < start:
-        raise argparse.ArgumentTypeError("a sweep goes up: A:B:STEP needs A <= B, got {!r}".format(text))
-    count = int((stop - start) / step + 1e-9) + 1  # the epsilon keeps B itself when STEP is 0.1
-    if count > MAX_STEPS:
-        raise argparse.ArgumentTypeError("{!r} is {:,} steps; at most {:,}".format(text, count, MAX_STEPS))
-    # Each rate from start, not by adding STEP again and again: no 0.30000000000000004.
-    return [whole(round(start + n * step, 6)) for n in range(count)]
-
-
-def whole(value):
-    """50.0 -> 50, so that JSON, tables and charts show 50 and not 50.0."""
-    return int(value) if value == int(value) else value
+def no_sweep(name, failed=None):
+    """A sweep's result before its first step (or of a server that did not start)."""
+    return {"server": name, "knee": None, "knee_rule": KNEE_RULE, "steps": [], "stopped_early": False,
+            "client_limited": False, "failed": failed, "knee_at_top": False}
 
 
 def meets(step, rule=KNEE_RULE):
@@ -677,12 +802,6 @@ def knee(steps, rule=KNEE_RULE):
     hide the rates the server handled above it."""
     rates = [step["offered_rate"] for step in steps if meets(step, rule)]
     return max(rates) if rates else None
-
-
-def knee_rule_text(rule=KNEE_RULE):
-    errors = "no error" if rule["max_errors"] == 0 else "at most {} errors".format(rule["max_errors"])
-    return ("the knee is the highest offered rate with {}, replies at least {:.0f} % of the offered rate "
-            "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
 def past_limit(steps):
@@ -708,135 +827,6 @@ def error_share(step):
     attempted = step["connections"] + step["errors"]
     return 100.0 * step["errors"] / attempted if attempted else 0.0
 
-
-# ---------------------------------------------------------------- reporting
-
-def rate_text(rate):
-    return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
-
-
-def ms_text(value):
-    """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
-    if value is None or value == 0:
-        return "-" if value is None else "0"
-    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
-        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
-
-
-def errors_text(step):
-    if not step["errors"]:
-        return "0"
-    return "{} ({})".format(step["errors"], ", ".join(
-        "{} {}".format(count, kind) for kind, count in sorted(step["error_kinds"].items())))
-
-
-def step_line(server, step):
-    """The progress line for one step, on stderr."""
-    return "{} {}/s: started {:,.0f}/s ({} ms behind{}), replies {:,.0f}/s, p99 {} ms, {} errors".format(
-        server, rate_text(step["offered_rate"]), step["achieved_rate"], ms_text(step["behind_ms"]),
-        "" if step["kept_schedule"] else ": the client fell behind its schedule",
-        step["reply_rate"], ms_text(step["p99_ms"]), step["errors"])
-
-
-def sweep_table_markdown(server, sweep):
-    """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
-    if sweep["knee"] is not None:
-        heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
-            ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
-    elif sweep["failed"] and not sweep["steps"]:
-        heading = "#### {}: failed".format(server)
-    else:
-        heading = "#### {}: no knee (no step met the rule)".format(server)
-    lines = [heading, ""]
-    if sweep["failed"]:
-        lines += ["Failed: {}.".format(sweep["failed"]), ""]
-    if not sweep["steps"]:
-        return lines
-    lines += ["| offered/s | started/s | behind ms | replies/s | errors | p50 ms | p90 ms | p99 ms | max ms"
-              " | connect p99 ms | max open | client CPU s |",
-              "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
-    for step in sweep["steps"]:
-        offered = rate_text(step["offered_rate"])
-        lines.append("| {} | {:,.0f} | {} | {:,.0f} | {} | {} | {} | {} | {} | {} | {:,} | {:.2f} |".format(
-            "**{}**".format(offered) if step["offered_rate"] == sweep["knee"] else offered,
-            step["achieved_rate"], ms_text(step["behind_ms"]), step["reply_rate"], errors_text(step),
-            ms_text(step["p50_ms"]), ms_text(step["p90_ms"]), ms_text(step["p99_ms"]), ms_text(step["max_ms"]),
-            ms_text(step["connect_p99_ms"]), step["max_open"], step["client_cpu_s"]))
-    lines.append("")
-    if sweep["client_limited"]:
-        lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "
-                  "were not offered; the server's knee may lie higher.".format(
-                      rate_text(sweep["steps"][-1]["offered_rate"])), ""]
-    elif sweep["stopped_early"]:
-        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(
-            rate_text(sweep["steps"][-1]["offered_rate"])), ""]
-    exhausted = sum(step["client_ports_exhausted"] or 0 for step in sweep["steps"])
-    if exhausted:
-        lines += ["The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
-                  "counted against the server.".format(exhausted), ""]
-    return lines
-
-
-def sweep(host, port, rates, w, procs, name, server=None):
-    """Offer each rate in turn for w["duration"] seconds, one progress line per step;
-    stop early once the server is clearly past its limit, or the client cannot keep
-    its schedule. Returns {"server", "knee", "knee_rule", "knee_at_top", "steps",
-    "stopped_early", "client_limited", "failed"}."""
-    result = {"server": name, "knee": None, "knee_rule": KNEE_RULE, "steps": [], "stopped_early": False,
-              "client_limited": False, "failed": None}
-    steps = result["steps"]
-    for n, rate in enumerate(rates):
-        if server is not None and not server.alive():
-            result["failed"] = "exited with status {}".format(server.proc.returncode)
-            break
-        before = server.cpu() if server is not None else None
-        step = measure(host, port, dict(w, rate=rate), procs)
-        step["server_cpu_s"] = None if before is None else server.cpu() - before
-        steps.append(step)
-        print(step_line(name, step), file=sys.stderr, flush=True)
-        if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
-            result["stopped_early"], result["client_limited"] = True, client_limited(steps)
-            break
-    result["knee"] = knee(steps)
-    # The last rate asked for met the rule: the server's limit was not reached.
-    result["knee_at_top"] = result["knee"] is not None and result["knee"] == rates[-1]
-    return result
-
-
-def report_open(r, w, procs, out=sys.stdout):
-    """The single-server report of one open-loop rate."""
-    print("open loop  {} connections/s offered for {:g} s, {} exchange{} of {} B each ({} client processes)".format(
-        rate_text(r["offered_rate"]), w["duration"], w["messages"], "s" if w["messages"] > 1 else "", w["size"],
-        procs), file=out)
-    print("schedule   {:,} connections started at {:,.1f}/s, at most {} ms behind schedule".format(
-        r["started"], r["achieved_rate"], ms_text(r["behind_ms"])), file=out)
-    if not r["kept_schedule"]:
-        print("           the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
-              "not offered, and the response times include the client's own lag; add --procs or lower --rate"
-              .format(100 * KEPT_SCHEDULE), file=out)
-    print("replies    {:,} of {:,} connections completed: {:,.1f}/s; {:,} messages verified".format(
-        r["connections"], r["scheduled"], r["reply_rate"], r["messages"]), file=out)
-    if r["p50_ms"] is not None:
-        print("response   p50 {} ms   p90 {} ms   p99 {} ms   max {} ms   (from each connection's scheduled "
-              "start to its last echo)".format(*(ms_text(r[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))),
-              file=out)
-        print("connect    p50 {} ms   p99 {} ms; at most {:,} connections open at once".format(
-            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), r["max_open"]), file=out)
-    print("client CPU {:.2f} s ({:.0f} us a connection)".format(
-        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["started"])), file=out)
-    client_side(r, out)
-    print("errors     {}{}".format(r["errors"], "  " + ", ".join(
-        "{} {}".format(v, k) for k, v in r["error_kinds"].items()) if r["errors"] else ""), file=out)
-
-
-def client_side(r, out):
-    """The client's own limits, said apart from the server's errors."""
-    if r["client_ports_exhausted"]:
-        print("client     ran out of local ports {:,} times (EADDRNOTAVAIL: ports wait in TIME_WAIT); "
-              "not counted against the server".format(r["client_ports_exhausted"]), file=out)
-    if r["client_descriptors_exhausted"]:
-        print("client     ran out of file descriptors {:,} times (raise ulimit -n); not counted against the "
-              "server".format(r["client_descriptors_exhausted"]), file=out)
 
 
 # ---------------------------------------------------------------- --all: every server, ranked
@@ -923,84 +913,42 @@ def work_seconds(work):
     return time.perf_counter() - started
 
 
-def workload(args, **changes):
-    """A workload dict from the command line, with changes."""
-    w = {"clients": args.clients, "connects": args.connects, "messages": args.messages or 50, "size": args.size,
-         "timeout": args.timeout, "connect_timeout": args.timeout, "budget": args.budget, "hold": args.hold,
-         "connecting": args.connect_concurrency, "rate": None, "duration": args.duration}
-    w.update(changes)
-    return w
-
-
-def open_workload(args, duration=None):
-    """The workload of one open-loop step, without its rate: one exchange by default."""
-    return workload(args, messages=args.messages or 1, duration=duration or args.duration, clients=1, connects=1)
-
-
-def sweeps_from(args):
-    """(name, rates, workload) of the open-loop sweep asked for, or None."""
-    if args.rate is not None:
-        return "custom", args.rate if isinstance(args.rate, list) else [args.rate], open_workload(args)
-    for name in args.scenario or []:
-        if name in SWEEPS:
-            rates, duration, _ = SWEEPS[name]
-            return name, parse_rate(rates), open_workload(args, duration)
-    return None
-
-
-def scenarios_from(args):
-    """[(name, workload dict, server --work)] for the closed-loop scenarios asked for."""
-    if not args.scenario:
-        return [] if args.rate is not None else [("custom", workload(args), args.work)]
-    chosen = []
-    for name in args.scenario:
-        if name in SWEEPS:
-            continue
-        clients, connects, messages, sizes, work, _ = PRESETS[name]
-        if name in SCALED:
-            connects = max(1, round(connects * args.scale))
-        bounds = {}
-        if name in HELD:
-            # A message may wait behind every client's --work on one core, twice over for a shared machine.
-            queue_s = 2 * clients * work_seconds(work)
-            total = clients * connects * messages
-            bounds = dict(hold=True, connect_timeout=max(args.timeout, CONNECT_FLOOR),
-                          timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
-                          budget=max(args.budget, math.ceil(CONNECT_FLOOR + total / SLOWEST + total / clients * queue_s)))
-        for size in sizes:
-            label = name if len(sizes) == 1 else "{}-{}".format(name, size)
-            chosen.append((label, workload(args, clients=clients, connects=connects, messages=messages, size=size,
-                                           **bounds), work))
-    return chosen
-
-
 def server_entries(args):
     """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
-    variant of those that take it, when uvloop is installed."""
+    variant of those that declare UVLOOP = True, when uvloop is installed."""
     scripts = sorted(HERE.glob("echo_*.py"))
     if args.servers:
         wanted = {s if s.endswith(".py") else s + ".py" for s in args.servers}
         wanted = {s if s.startswith("echo_") else "echo_" + s for s in wanted}
         unknown = wanted - {s.name for s in scripts}
         if unknown:
-            raise SystemExit("client.py: no such server here: " + ", ".join(sorted(unknown)))
+            die("no such server here: " + ", ".join(sorted(unknown)))
         scripts = [s for s in scripts if s.name in wanted]
     if not scripts:
-        raise SystemExit("client.py: no echo_*.py beside client.py")
+        die("no echo_*.py beside client.py")
     entries = [(script, ()) for script in scripts]
-    on_uvloop = [script for script in scripts if "parse_args(uvloop=True)" in script.read_text()]
+    on_uvloop = [script for script in scripts if takes_uvloop(script)]
     if on_uvloop and importlib.util.find_spec("uvloop"):
         entries += [(script, ("--uvloop",)) for script in on_uvloop]
     elif on_uvloop:
-        print("client.py: uvloop is not installed: the --uvloop rows are left out (pip install uvloop)",
-              file=sys.stderr)
+        note("uvloop is not installed: the --uvloop rows are left out (pip install uvloop)")
     return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
+
+
+def takes_uvloop(script):
+    """True when the server declares, at module level, UVLOOP = True (it then takes --uvloop).
+    Read with ast, not run and not searched as text: a comment or a docstring does not count."""
+    try:
+        tree = ast.parse(script.read_text(), str(script))
+    except (OSError, SyntaxError, ValueError):
+        return False
+    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "UVLOOP" for t in node.targets)
+               and isinstance(node.value, ast.Constant) and node.value.value is True for node in tree.body)
 
 
 def why_failed(result, w, name):
     """A failed run in words: what happened, and the pattern's known limit."""
-    happened = ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**w))
-                         for kind, n in result["error_kinds"].items())
+    happened = kinds_text(result["error_kinds"], w)
     text = "{:,} of {:,} messages echoed; {}".format(result["messages"], result["expected"],
                                                     happened or "no error counted")
     limit = LIMITS.get(name.split()[0])
@@ -1008,36 +956,44 @@ def why_failed(result, w, name):
 
 
 def sweep_all(args, entries):
-    """Every server swept in open loop, one after another: [sweep dict, ...]."""
+    """Every server swept in open loop, one after another, after the client's own ceiling:
+    ([sweep dict, ...], the ceiling's sweep dict or None)."""
     label, rates, w = sweeps_from(args)
-    sweeps = []
-    for script, extra in entries:
-        server = RunningServer(script, args.work, extra)
-        try:
-            if server.failed:
-                result = {"server": server.name, "knee": None, "knee_rule": KNEE_RULE, "steps": [],
-                          "stopped_early": False, "client_limited": False, "failed": server.failed,
-                          "knee_at_top": False}
-            else:
-                result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
-        finally:
-            server.stop()
-        result.update(scenario=label, rates=rates, workload=w)
-        sweeps.append(result)
-    return sweeps
+    ceiling = None
+    if (HERE / CEILING[0]).exists():
+        ceiling = sweep_one(args, HERE / CEILING[0], CEILING[1], label, rates, w)
+    sweeps = [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
+    reach = ceiling["knee"] if ceiling else None
+    for result in sweeps:
+        # The server kept up with all the client could offer: its own limit is not known.
+        result["knee_at_ceiling"] = reach is not None and result["knee"] is not None and result["knee"] >= reach
+    return sweeps, ceiling
+
+
+def sweep_one(args, script, extra, label, rates, w):
+    server = RunningServer(script, args.work, extra)
+    try:
+        if server.failed:
+            result = no_sweep(server.name, server.failed)
+        else:
+            result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
+    finally:
+        server.stop()
+    result.update(scenario=label, rates=rates, workload=w)
+    return result
 
 
 def run_all(args, entries):
     tables = []
     for label, w, work in scenarios_from(args):
-        too_many = fit_descriptors(w["clients"], args.procs)
+        too_many = fit_descriptors(w.clients, args.procs)
         if too_many:
-            raise SystemExit("client.py: " + too_many)
+            die(too_many)
         servers = [RunningServer(script, work, extra) for script, extra in entries]
         rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed} for s in servers}
         try:
             # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
-            warm = dict(w, clients=min(100, w["clients"]), connects=1, messages=max(1, w["messages"] // 5))
+            warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5))
             plan = [(0, s, warm) for s in servers] + [
                 (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
             for step, (rep, server, load) in enumerate(plan, 1):
@@ -1076,7 +1032,8 @@ def summarize(row):
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
-                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open"):
+                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open", "connect_rate",
+                "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries"):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
@@ -1094,19 +1051,176 @@ def rank(rows):
     return good + sorted((r for r in rows if r["failed"]), key=lambda r: r["server"])
 
 
+
+
+# ---------------------------------------------------------------- reporting: text, Markdown and SVG
+
+# ---- text
+
+def describe(w):
+    return "{} clients x {} connections x {} messages of {} B".format(w.clients, w.connects, w.messages, w.size)
+
+
+def rate_text(rate):
+    return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
+
+
+def ms_text(value):
+    """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
+    if value is None or value == 0:
+        return "-" if value is None else "0"
+    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
+        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
+
+
+def kinds_text(kinds, w=None):
+    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the
+    workload w, in words with their bounds: "2 reset, 1 no echo within 10 s"."""
+    bounds = dataclasses.asdict(w) if w is not None else None
+    return ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**bounds) if bounds else kind)
+                     for kind, n in kinds.items())
+
+
+def errors_text(figures):
+    """A run's or a step's errors: 0, or the count and its kinds: 3 (2 reset, 1 mismatch)."""
+    if not figures["errors"]:
+        return "0"
+    return "{:,} ({})".format(figures["errors"], kinds_text(figures["error_kinds"]))
+
+
+def retries_text(count):
+    return "{:,} waited on a SYN retry (connect >= {:g} s: the listen queue was full)".format(
+        count, SYN_RETRY)
+
+
+def knee_rule_text(rule=KNEE_RULE):
+    errors = "no error" if rule["max_errors"] == 0 else "at most {} errors".format(rule["max_errors"])
+    return ("the knee is the highest offered rate with {}, replies at least {:.0f} % of the offered rate "
+            "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
+
+
+def report(result, w, procs, out=sys.stdout):
+    """The single-server report: the article's three figures, then the rest."""
+    r = result
+    print("workload   {} ({} client processes)".format(describe(w), procs), file=out)
+    print("article    connect {:.5f} s   echo {:.5f} s   total {:.5f} s   (averages per connection)".format(
+        r["connect_s"], r["echo_s"], r["total_s"]), file=out)
+    print("verified   {} of {} messages in {:.2f} s: {:,.0f} msgs/s, {:.2f} MB/s, {:,.0f} connections/s".format(
+        r["messages"], r["expected"], r["wall_s"], r["msgs_per_s"], r["mb_per_s"], r["conns_per_s"]), file=out)
+    if r["connect_phase_s"] is not None:
+        print("phases     connect {:.3f} s ({:,} connections open at once), then echo {:.3f} s "
+              "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
+                                                                r["echo_phase_s"]), file=out)
+    if r["connect_phase_s"] is not None or r["syn_retries"]:
+        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}{}".format(
+            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
+            retries_text(r["syn_retries"]), "" if r["connect_rate"] is None else
+            "; {:,.0f} connections/s without one".format(r["connect_rate"])), file=out)
+    if r["p50_ms"] is not None:
+        print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
+            r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
+    print("client CPU {:.2f} s ({:.1f} us a message)".format(
+        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["messages"])), file=out)
+    print("errors     " + errors_text(r), file=out)
+
+
+def report_open(r, w, procs, out=sys.stdout):
+    """The single-server report of one open-loop rate."""
+    print("open loop  {} connections/s offered for {:g} s, {} exchange{} of {} B each ({} client processes)".format(
+        rate_text(r["offered_rate"]), w.duration, w.messages, "s" if w.messages > 1 else "", w.size,
+        procs), file=out)
+    print("schedule   {:,} connections started at {:,.1f}/s, at most {} ms behind schedule".format(
+        r["started"], r["achieved_rate"], ms_text(r["behind_ms"])), file=out)
+    if not r["kept_schedule"]:
+        print("           the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
+              "not offered, and the response times include the client's own lag; add --procs or lower --rate"
+              .format(100 * KEPT_SCHEDULE), file=out)
+    print("replies    {:,} of {:,} connections completed: {:,.1f}/s; {:,} messages verified".format(
+        r["connections"], r["scheduled"], r["reply_rate"], r["messages"]), file=out)
+    if r["p50_ms"] is not None:
+        print("response   p50 {} ms   p90 {} ms   p99 {} ms   max {} ms   (from each connection's scheduled "
+              "start to its last echo)".format(*(ms_text(r[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))),
+              file=out)
+        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}; at most {:,} connections open at once".format(
+            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
+            retries_text(r["syn_retries"]), r["max_open"]), file=out)
+    print("client CPU {:.2f} s ({:.0f} us a connection)".format(
+        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["started"])), file=out)
+    client_side(r, out)
+    print("errors     " + errors_text(r), file=out)
+
+
+def client_side(r, out):
+    """The client's own limits, said apart from the server's errors."""
+    if r["client_ports_exhausted"]:
+        print("client     ran out of local ports {:,} times (EADDRNOTAVAIL: ports wait in TIME_WAIT); "
+              "not counted against the server".format(r["client_ports_exhausted"]), file=out)
+    if r["client_descriptors_exhausted"]:
+        print("client     ran out of file descriptors {:,} times (raise ulimit -n); not counted against the "
+              "server".format(r["client_descriptors_exhausted"]), file=out)
+
+
+def step_line(server, step):
+    """The progress line for one step, on stderr."""
+    return "{} {}/s: started {:,.0f}/s ({} ms behind{}), replies {:,.0f}/s, p99 {} ms, {} errors".format(
+        server, rate_text(step["offered_rate"]), step["achieved_rate"], ms_text(step["behind_ms"]),
+        "" if step["kept_schedule"] else ": the client fell behind its schedule",
+        step["reply_rate"], ms_text(step["p99_ms"]), step["errors"])
+
+
+# ---- Markdown
+
 def fmt(value, spec):
     return "-" if value is None else format(value, spec)
 
 
 # The leading columns: the article's averages per connection, or the two phases of held connections.
 ARTICLE_COLUMNS = [("connect s", "connect_s", ".5f"), ("echo s", "echo_s", ".5f"), ("total s", "total_s", ".5f")]
-HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("echo phase s", "echo_phase_s", ".2f"),
+HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("connects/s without a retry", "connect_rate", ",.0f"),
+                ("connect p50 ms", "connect_p50_ms", ".2f"), ("connect p99 ms", "connect_p99_ms", ".2f"),
+                ("connect max ms", "connect_max_ms", ",.0f"), ("SYN retries", "syn_retries", ",.0f"),
+                ("echo phase s", "echo_phase_s", ".2f"),
                 ("most open", "max_open", ",.0f")]
 COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"), ("p99 ms", "p99_ms", ".2f"),
                   ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
 
 
-def sweeps_markdown(sweeps, tables):
+def markdown(tables, sweeps=(), ceiling=None):
+    """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
+    lines = ["Measured by `{}` on {}.".format(" ".join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
+    for table in tables:
+        lines += table_markdown(table)
+    lines += sweeps_markdown(sweeps, tables, ceiling)
+    return "\n".join(lines)
+
+
+def table_markdown(table):
+    """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
+    w = table["workload"]
+    columns = (HELD_COLUMNS if w.hold else ARTICLE_COLUMNS) + COMMON_COLUMNS
+    lines = ["### {}: {}{}".format(table["scenario"], describe(w), ", servers run --work {}".format(
+        table["server_work"]) if table["server_work"] else ""), ""]
+    if w.hold:
+        lines += ["All connections opened ({} connects in flight) and held, then the messages; msgs/s and MB/s "
+                  "are over the echo phase. A connect of {:g} s or more waited on a SYN retry (the server's listen "
+                  "queue was full); connects/s counts the others, from the start to the last of them connected. "
+                  "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
+                  .format(w.connecting, SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
+    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",
+              "|---:|---|" + "---:|" * len(columns) + "---|"]
+    for r in table["rows"]:
+        spread = "/".join(map(str, r.get("accept_spread") or [])) or ""
+        if r["failed"]:
+            lines.append("| - | {} | failed: {} |{} {} |".format(r["server"], r["failed"],
+                                                                " |" * (len(columns) - 1), spread))
+            continue
+        cells = [fmt(r[key], spec) for _, key, spec in columns]
+        cells[-1] += " (client-bound)" if r["client_bound"] else ""
+        lines.append("| {} | {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells), spread))
+    return lines + [""]
+
+
+def sweeps_markdown(sweeps, tables, ceiling=None):
     """The open-loop sweeps: the knees ranked (beside the closed-loop pingpong ranks
     when that table was measured in the same run), then each server's steps."""
     if not sweeps:
@@ -1115,8 +1229,8 @@ def sweeps_markdown(sweeps, tables):
     step = rates[1] - rates[0] if len(rates) > 1 else None
     lines = ["### {}: open loop, {}{} connections/s{}, {:g} s each, {} exchange{} of {} B per connection".format(
         sweeps[0]["scenario"], rate_text(rates[0]), " to {}".format(rate_text(rates[-1])) if step else "",
-        " in steps of {}".format(rate_text(step)) if step else "", w["duration"], w["messages"],
-        "s" if w["messages"] > 1 else "", w["size"]), "",
+        " in steps of {}".format(rate_text(step)) if step else "", w.duration, w.messages,
+        "s" if w.messages > 1 else "", w.size), "",
         "Connections start on a clock, whether or not earlier ones have finished; a response time counts from the "
         "connection's scheduled start to its last echo. {}; the client must have kept its schedule.".format(
             knee_rule_text().capitalize()), ""]
@@ -1124,56 +1238,93 @@ def sweeps_markdown(sweeps, tables):
     for table in tables:
         if table["scenario"] == "pingpong":
             closed = {row["server"]: row.get("rank") or "failed" for row in table["rows"]}
-    ranked = sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"]))
     lines += ["| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | started/s there "
               "| replies/s there | errors there |" + (" closed-loop pingpong rank |" if closed else ""),
               "|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if closed else "")]
-    for s in ranked:
-        at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
-        top = s["steps"][-1] if s["steps"] else None
+    for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
         # Equal knees share a rank: a tie at the top is the machine's limit, not a ranking.
         place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
-        cells = [str(place) if s["knee"] is not None else "-", s["server"],
-                 (rate_text(s["knee"]) + (" or more" if s["knee_at_top"] else "")) if s["knee"] is not None
-                 else ("failed" if s["failed"] else "none"),
-                 ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
-                 rate_text(top["offered_rate"]) if top else "-", "{:,.0f}".format(top["achieved_rate"]) if top else "-",
-                 "{:,.0f}".format(top["reply_rate"]) if top else "-", errors_text(top) if top else "-"]
+        cells = knee_cells(s, place)
         if closed:
             cells.append(str(closed.get(s["server"], "-")))
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
+    lines += [""] + ceiling_lines(ceiling)
     for s in sweeps:
         lines += sweep_table_markdown(s["server"], s)
     return lines
 
 
-def markdown(tables, args, sweeps=()):
-    lines = ["Measured by `{}` on {}.".format(" ".join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
-    for table in tables:
-        w = table["workload"]
-        columns = (HELD_COLUMNS if w["hold"] else ARTICLE_COLUMNS) + COMMON_COLUMNS
-        lines += ["### {}: {}{}".format(table["scenario"], describe(w),
-                                         ", servers run --work {}".format(table["server_work"])
-                                         if table["server_work"] else ""), ""]
-        if w["hold"]:
-            lines += ["All connections opened ({} connects in flight) and held, then the messages; msgs/s and MB/s "
-                      "are over the echo phase. Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
-                      .format(w["connecting"], w["connect_timeout"], w["timeout"], w["budget"]), ""]
-        lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",
-                  "|---:|---|" + "---:|" * len(columns) + "---|"]
-        for r in table["rows"]:
-            spread = "/".join(map(str, r.get("accept_spread") or [])) or ""
-            if r["failed"]:
-                lines.append("| - | {} | failed: {} |{} {} |".format(r["server"], r["failed"],
-                                                                    " |" * (len(columns) - 1), spread))
-                continue
-            cells = [fmt(r[key], spec) for _, key, spec in columns]
-            cells[-1] += " (client-bound)" if r["client_bound"] else ""
-            lines.append("| {} | {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells), spread))
-        lines.append("")
-    lines += sweeps_markdown(sweeps, tables)
-    return "\n".join(lines)
+def ceiling_lines(ceiling):
+    """What the client itself could offer, measured against the cheapest server here."""
+    if ceiling is None:
+        return []
+    if ceiling["knee"] is None:
+        return ["The client's own ceiling was not measured: {} {}.".format(
+            ceiling["server"], "failed: " + ceiling["failed"] if ceiling["failed"] else "met the rule at no step"), ""]
+    return ["The client's own ceiling on this machine: {} connections/s{}, its knee against {} (the cheapest server "
+            "here, swept first). A knee that reaches it is written \"at least\": there the server kept up with all "
+            "the client could offer, and its own limit lies higher.".format(
+                rate_text(ceiling["knee"]), " or more" if ceiling["knee_at_top"] else "", ceiling["server"]), ""]
+
+
+def knee_text(s, unit=""):
+    """A knee as the tables and the legend say it: "at least" where the server was not the limit."""
+    if s["knee"] is None:
+        return "failed" if s["failed"] else "none"
+    if s.get("knee_at_ceiling"):
+        return "at least " + rate_text(s["knee"]) + unit
+    return rate_text(s["knee"]) + unit + (" or more" if s["knee_at_top"] else "")
+
+
+def knee_cells(s, place):
+    """A server's row in the knee ranking: its knee, and its highest step offered."""
+    at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
+    top = s["steps"][-1] if s["steps"] else None
+    return [str(place) if s["knee"] is not None else "-", s["server"], knee_text(s),
+            ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
+            rate_text(top["offered_rate"]) if top else "-", "{:,.0f}".format(top["achieved_rate"]) if top else "-",
+            "{:,.0f}".format(top["reply_rate"]) if top else "-", errors_text(top) if top else "-"]
+
+
+def sweep_table_markdown(server, sweep):
+    """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
+    if sweep["knee"] is not None:
+        heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
+            ", the client's ceiling: its limit lies at or above it" if sweep.get("knee_at_ceiling") else
+            ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
+    elif sweep["failed"] and not sweep["steps"]:
+        heading = "#### {}: failed".format(server)
+    else:
+        heading = "#### {}: no knee (no step met the rule)".format(server)
+    lines = [heading, ""]
+    if sweep["failed"]:
+        lines += ["Failed: {}.".format(sweep["failed"]), ""]
+    if not sweep["steps"]:
+        return lines
+    lines += ["| offered/s | started/s | behind ms | replies/s | errors | p50 ms | p90 ms | p99 ms | max ms"
+              " | connect p99 ms | SYN retries | max open | client CPU s |",
+              "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for step in sweep["steps"]:
+        offered = rate_text(step["offered_rate"])
+        lines.append("| {} | {:,.0f} | {} | {:,.0f} | {} | {} | {} | {} | {} | {} | {:,} | {:,} | {:.2f} |".format(
+            "**{}**".format(offered) if step["offered_rate"] == sweep["knee"] else offered,
+            step["achieved_rate"], ms_text(step["behind_ms"]), step["reply_rate"], errors_text(step),
+            ms_text(step["p50_ms"]), ms_text(step["p90_ms"]), ms_text(step["p99_ms"]), ms_text(step["max_ms"]),
+            ms_text(step["connect_p99_ms"]), step["syn_retries"], step["max_open"], step["client_cpu_s"]))
+    lines.append("")
+    if sweep["client_limited"]:
+        lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "
+                  "were not offered; the server's knee may lie higher.".format(
+                      rate_text(sweep["steps"][-1]["offered_rate"])), ""]
+    elif sweep["stopped_early"]:
+        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(
+            rate_text(sweep["steps"][-1]["offered_rate"])), ""]
+    exhausted = sum(step["client_ports_exhausted"] or 0 for step in sweep["steps"])
+    if exhausted:
+        lines += ["The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
+                  "counted against the server.".format(exhausted), ""]
+    return lines
+
 
 
 def machine():
@@ -1186,35 +1337,15 @@ def machine():
     return "{}, {} cores, Python {}, {}".format(cpu, os.cpu_count(), platform.python_version(), platform.system())
 
 
-def svg(tables):
-    """Horizontal bars of msgs/s per server, one group per scenario: stdlib only."""
-    bar, gap, width = 16, 4, 460
-    left = 20 + 7 * max([len(r["server"]) for t in tables for r in t["rows"]] + [20])  # room for the names
-    rows = [(t["scenario"], r) for t in tables for r in t["rows"]]
-    height = 40 + len(tables) * 30 + len(rows) * (bar + gap)
-    peak = max([r.get("msgs_per_s") or 0 for _, r in rows] + [1])
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" font-family="sans-serif" '
-           'font-size="12">'.format(left + width + 120, height),
-           '<text x="10" y="20" font-size="14" font-weight="bold">messages/s per server '
-           '(median of the measured runs; longer is faster)</text>']
-    y = 40
-    for table in tables:
-        out.append('<text x="10" y="{}" font-weight="bold">{}</text>'.format(y + 14, table["scenario"]))
-        y += 22
-        for r in table["rows"]:
-            value = r.get("msgs_per_s") or 0
-            out.append('<text x="{}" y="{}" text-anchor="end">{}</text>'.format(left - 6, y + 12, r["server"]))
-            if r["failed"]:
-                out.append('<text x="{}" y="{}" fill="#a00">failed</text>'.format(left, y + 12))
-            else:
-                length = max(1, round(width * value / peak))
-                out.append('<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(
-                    left, y, length, bar))
-                out.append('<text x="{}" y="{}">{:,.0f}</text>'.format(left + length + 4, y + 12, value))
-            y += bar + gap
-        y += 8
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+
+# ---- SVG
+# Each chart is a Figure, a list of SVG elements with its size; chart() stacks the
+# figures and wraps them into one document, once.
+
+class Figure(NamedTuple):
+    width: float
+    height: float
+    parts: list  # SVG elements, as text
 
 
 # Distinct on a white page, in an order where neighbours differ most.
@@ -1223,6 +1354,82 @@ COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 P50_MOST = 6  # more servers than this, and the dashed p50 lines would hide the p99 ones
 LEFT, PLOT_W, PLOT_H, PANEL_GAP, TOP = 70, 470, 180, 78, 56
 LEGEND_X = LEFT + PLOT_W + 30
+BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
+
+
+def chart(tables, sweeps, ceiling=None):
+    """The --svg file: the bars of the closed-loop tables, the three graphs of the
+    sweeps, or both one above the other."""
+    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps, ceiling)] if sweeps else [])
+    width, height, parts = max(f.width for f in figures), sum(f.height for f in figures), []
+    y = 0
+    for figure in figures:
+        parts += ['<g transform="translate(0,{})">'.format(y), *figure.parts, "</g>"]
+        y += figure.height
+    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+                      'font-family="sans-serif" font-size="12">'.format(width, height),
+                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
+
+
+def svg_text(x, y, text, **attributes):
+    """A <text> element; attributes as keywords, font_weight="bold" for font-weight="bold"."""
+    extra = "".join(' {}="{}"'.format(k.replace("_", "-"), v) for k, v in attributes.items())
+    return '<text x="{}" y="{}"{}>{}</text>'.format(round(x, 1), round(y, 1), extra, html.escape(str(text)))
+
+
+class Scale:
+    """Values to pixels along one axis, from `start` over `length` pixels (negative: upwards):
+    linear from low to high, or log10 over the whole decades low..high."""
+
+    def __init__(self, low, high, start, length, log=False):
+        self.low, self.high, self.start, self.length, self.log = low, high, start, length, log
+
+    def __call__(self, value):
+        if self.log:
+            value = math.log10(max(value, 10.0 ** self.low))
+        return self.start + self.length * (value - self.low) / (self.high - self.low)
+
+    def ticks(self, count):
+        """[(value, label)] at round values: every decade on a log scale."""
+        if self.log:
+            return [(10.0 ** d, tick_text(10.0 ** d) if d >= 0 else "{:g}".format(10.0 ** d))
+                    for d in range(self.low, self.high + 1)]
+        return [(t, tick_text(t)) for t in linear_ticks(self.low, self.high, count)]
+
+
+def y_axis(x, y, count=5):
+    """Horizontal grid lines across the plot, labelled on its left."""
+    parts = []
+    for value, label in y.ticks(count):
+        parts.append('<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(
+            x.start, x.start + x.length, y(value)))
+        parts.append(svg_text(x.start - 6, y(value) + 4, label, text_anchor="end", fill="#444"))
+    return parts
+
+
+def x_axis(x, bottom, label=None, count=8):
+    """Ticks and their labels under the plot, then what the axis measures."""
+    parts = []
+    for value, text in x.ticks(count):
+        parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(
+            x(value), bottom, bottom + 4))
+        parts.append(svg_text(x(value), bottom + 17, text, text_anchor="middle", fill="#444"))
+    if label:
+        parts.append(svg_text(x.start + x.length / 2, bottom + 33, label, text_anchor="middle", fill="#444"))
+    return parts
+
+
+def legend(x, y, title, entries):
+    """A title, then one row per entry (colour, dashes or None for no line sample, name, note)."""
+    parts = [svg_text(x, y, title, font_weight="bold")]
+    for i, (colour, dashes, name, note) in enumerate(entries):
+        row = y + 18 + 18 * i
+        if dashes is not None:
+            parts.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
+                x, x + 22, row - 4, colour, dashes))
+        parts.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
+            x + 28, row, html.escape(name), html.escape(note)))
+    return parts
 
 
 def nice_step(span, count):
@@ -1248,24 +1455,98 @@ def tick_text(value):
     return "{:,.0f}".format(value) if value == int(value) else "{:,g}".format(value)
 
 
+def bar_measure(table):
+    """What a table's bars show: messages/s, or, where the servers ran --work on held
+    connections (c10k-cpu: one message each), the echo phase in seconds."""
+    if table["server_work"] and table["workload"].hold:
+        return "echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s"
+    return "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}"
+
+
+def bars_svg(tables):
+    """Horizontal bars per server, one panel per scenario, each on its own scale."""
+    left = 20 + 7 * max([len(r["server"]) for t in tables for r in t["rows"]] + [20])  # room for the names
+    parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
+    y = 40
+    for table in tables:
+        panel, height = bar_panel(table, left, y)
+        parts += panel
+        y += height
+    return Figure(left + BAR_W + 120, y, parts)
+
+
+def bar_panel(table, left, top):
+    """One scenario: its title, a bar per server (or "failed"), and its value axis."""
+    key, label, spec = bar_measure(table)
+    peak = max([r.get(key) or 0 for r in table["rows"]] + [1e-9])
+    x = Scale(0, nice_ceiling(peak), left, BAR_W)
+    parts = [svg_text(10, top + 14, "{}: {}".format(table["scenario"], label), font_weight="bold")]
+    y = top + 22
+    for r in table["rows"]:
+        parts.append(svg_text(left - 6, y + 12, r["server"], text_anchor="end"))
+        if r["failed"] or r.get(key) is None:
+            parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
+        else:
+            length = max(1, round(x(r[key]) - left))
+            parts.append('<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR))
+            parts.append(svg_text(left + length + 4, y + 12, spec.format(r[key])))
+        y += BAR + BAR_GAP
+    parts += x_axis(x, y, count=5)
+    return parts, y + 30 - top
+
+
 def second_round(i):
     """Past the last colour, the lines are dashed: no two servers look alike."""
     return ' stroke-dasharray="6,3"' if i >= len(COLOURS) else ""
 
 
-def sweep_svg(sweeps):
+def sweep_svg(sweeps, ceiling=None):
     """Three graphs stacked against the offered rate: reply rate, response time (p99,
-    and p50 dashed when few servers), errors. One line per server, one legend."""
+    and p50 dashed when few servers), errors. One line per server, one legend; a grey
+    line where the client's own ceiling lies."""
     points = [step for sweep in sweeps for step in sweep["steps"]]
     offered = [step["offered_rate"] for step in points] or [0, 1]
     x_low, x_high = min(offered), max(offered)
     if x_low == x_high:  # one step: give it some room
         x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
+    x = Scale(x_low, x_high, LEFT, PLOT_W)
     with_p50 = sum(1 for sweep in sweeps if sweep["steps"]) <= P50_MOST
+    parts = [svg_text(LEFT, 24, "Open loop: each server against the offered connection rate", font_size=15,
+                      font_weight="bold")]
+    for n, (title, y_range, log, figures) in enumerate(sweep_panels(points, x_high, with_p50)):
+        top = TOP + n * (PLOT_H + PANEL_GAP)
+        y = Scale(*y_range, top + PLOT_H, -PLOT_H, log=log)
+        parts += [svg_text(LEFT, top - 10, title, font_weight="bold"), *y_axis(x, y),
+                  *x_axis(x, top + PLOT_H, "offered rate (connections/s)"),
+                  '<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>'.format(
+                      LEFT, top, PLOT_W, PLOT_H)]
+        if n == 0:  # where a server that keeps up lies: replies = offered
+            parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
+                         'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
+        if ceiling and ceiling["knee"] is not None and x_low <= ceiling["knee"] <= x_high:
+            parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#888" stroke-width="2" '
+                         'stroke-dasharray="1,3"/>'.format(x(ceiling["knee"]), top, top + PLOT_H))
+            if n == 0:
+                parts.append(svg_text(x(ceiling["knee"]) - 4, top + 14, "the client's ceiling", text_anchor="end",
+                                      fill="#666"))
+        if n == 2 and not any(step["errors"] for step in points):
+            parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
+                                  fill="#444"))
+        for i, sweep in enumerate(sweeps):
+            for k, (figure, style) in enumerate(figures):
+                parts += server_line(sweep, figure, x, y, COLOURS[i % len(COLOURS)], style or second_round(i), k == 0)
+            knee_step = [s for s in sweep["steps"] if s["offered_rate"] == sweep["knee"]]
+            if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
+                parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'
+                             .format(x(sweep["knee"]), y(knee_step[0]["reply_rate"]), COLOURS[i % len(COLOURS)]))
+    parts += legend(LEGEND_X, TOP - 10, "servers (ringed: the knee)", [
+        (COLOURS[i % len(COLOURS)], second_round(i) if sweep["steps"] else None, sweep["server"], knee_note(sweep))
+        for i, sweep in enumerate(sweeps)])
+    return Figure(LEGEND_X + 360, TOP + 3 * (PLOT_H + PANEL_GAP), parts)
 
-    def x(rate):
-        return LEFT + PLOT_W * (rate - x_low) / (x_high - x_low)
 
+def sweep_panels(points, x_high, with_p50):
+    """[(title, (low, high), log scale?, [(figure of a step, line style), ...])] for the three graphs."""
     # Reply rate: from 0, up to the higher of what was offered and what came back.
     reply_top = nice_ceiling(max([step["reply_rate"] for step in points] + [x_high]))
     # Response time: log scale, whole decades, since milliseconds under the knee and
@@ -1274,111 +1555,44 @@ def sweep_svg(sweeps):
     low_decade = math.floor(math.log10(max(min(times), 0.01))) if times else -1
     high_decade = max(low_decade + 2, math.ceil(math.log10(max(times))) if times else 2)
     error_top = min(100.0, nice_ceiling(max([error_share(step) for step in points] + [1.0])))
-    panels = [
-        ("Reply rate (connections/s completed; dotted: replies = offered)", "linear", 0, reply_top,
-         lambda s: s["reply_rate"]),
-        ("Response time, ms from the scheduled start (log scale): p99 solid"
-         + (", p50 dashed" if with_p50 else ""), "log", low_decade, high_decade, lambda s: s["p99_ms"]),
-        ("Errors (% of the connections attempted)", "linear", 0, error_top, error_share),
+    p50 = [(lambda s: s["p50_ms"], ' stroke-dasharray="5,4" stroke-opacity="0.7"')] if with_p50 else []
+    return [
+        ("Reply rate (connections/s completed; dotted: replies = offered)", (0, reply_top), False,
+         [(lambda s: s["reply_rate"], "")]),
+        ("Response time, ms from the scheduled start (log scale): p99 solid" + (", p50 dashed" if with_p50 else ""),
+         (low_decade, high_decade), True, [(lambda s: s["p99_ms"], "")] + p50),
+        ("Errors (% of the connections attempted)", (0, error_top), False, [(error_share, "")]),
     ]
-    height = TOP + 3 * (PLOT_H + PANEL_GAP)
-    out = ['<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}" '
-           'font-family="sans-serif" font-size="12">'.format(LEGEND_X + 360, height, LEGEND_X + 360, height),
-           '<rect width="100%" height="100%" fill="white"/>',
-           '<text x="{}" y="24" font-size="15" font-weight="bold">Open loop: each server against the offered '
-           'connection rate</text>'.format(LEFT)]
-    for n, (title, scale, low, high, value) in enumerate(panels):
-        top = TOP + n * (PLOT_H + PANEL_GAP)
-        bottom = top + PLOT_H
 
-        def y(v, scale=scale, low=low, high=high, top=top):
-            if scale == "log":
-                v = (math.log10(max(v, 10.0 ** low)) - low)
-                return top + PLOT_H * (1 - v / (high - low))
-            return top + PLOT_H * (1 - (v - low) / (high - low))
 
-        out.append('<text x="{}" y="{}" font-weight="bold">{}</text>'.format(LEFT, top - 10, html.escape(title)))
-        # Horizontal grid lines with their labels, then the x ticks, then the frame.
-        if scale == "log":
-            y_ticks = [(10.0 ** d, tick_text(10.0 ** d) if d >= 0 else "{:g}".format(10.0 ** d))
-                       for d in range(low, high + 1)]
+def server_line(sweep, figure, x, y, colour, style, dots):
+    """One server's line on one graph; a step without a figure (no reply at all) breaks
+    the line rather than dropping it to 0."""
+    runs, run = [], []
+    for step in sweep["steps"]:
+        v = figure(step)
+        if v is None or (y.log and v <= 0):
+            runs, run = runs + [run], []
         else:
-            y_ticks = [(t, tick_text(t)) for t in linear_ticks(low, high, 5)]
-        for value_at, label in y_ticks:
-            out.append('<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(
-                LEFT, LEFT + PLOT_W, y(value_at)))
-            out.append('<text x="{}" y="{:.1f}" text-anchor="end" fill="#444">{}</text>'.format(
-                LEFT - 6, y(value_at) + 4, label))
-        for tick in linear_ticks(x_low, x_high, 8):
-            out.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(
-                x(tick), bottom, bottom + 4))
-            out.append('<text x="{:.1f}" y="{}" text-anchor="middle" fill="#444">{}</text>'.format(
-                x(tick), bottom + 17, tick_text(tick)))
-        out.append('<text x="{}" y="{}" text-anchor="middle" fill="#444">offered rate (connections/s)</text>'.format(
-            LEFT + PLOT_W / 2, bottom + 33))
-        out.append('<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>'.format(
-            LEFT, top, PLOT_W, PLOT_H))
-        if n == 0:  # where a server that keeps up lies: replies = offered
-            out.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
-                       'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
-        if n == 2 and not any(step["errors"] for step in points):
-            out.append('<text x="{}" y="{}" text-anchor="middle" fill="#444">no errors at any step</text>'.format(
-                LEFT + PLOT_W / 2, top + PLOT_H / 2))
-        lines = [(value, "")]
-        if n == 1 and with_p50:
-            lines.append((lambda s: s["p50_ms"], ' stroke-dasharray="5,4" stroke-opacity="0.7"'))
-        for i, sweep in enumerate(sweeps):
-            colour, dashes = COLOURS[i % len(COLOURS)], second_round(i)
-            for figure, style in lines:
-                style = style or dashes
-                # A step without a figure (no reply at all) breaks the line rather than dropping to 0.
-                runs, run = [], []
-                for step in sweep["steps"]:
-                    v = figure(step)
-                    if v is None or (scale == "log" and v <= 0):
-                        runs, run = runs + [run], []
-                    else:
-                        run.append((x(step["offered_rate"]), y(v)))
-                for run in runs + [run]:
-                    if not run:
-                        continue
-                    out.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
-                        colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
-                    if figure is value:
-                        out += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour)
-                                for px, py in run]
-            knee_step = [s for s in sweep["steps"] if s["offered_rate"] == sweep["knee"]]
-            if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
-                out.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'.format(
-                    x(sweep["knee"]), y(knee_step[0]["reply_rate"]), colour))
-    # The legend: a line sample, the server, its knee.
-    out.append('<text x="{}" y="{}" font-weight="bold">servers (ringed: the knee)</text>'.format(LEGEND_X, TOP - 10))
-    for i, sweep in enumerate(sweeps):
-        colour, row = COLOURS[i % len(COLOURS)], TOP + 8 + 18 * i
-        note = ("failed" if sweep["failed"] and not sweep["steps"] else
-                "knee {}/s{}".format(rate_text(sweep["knee"]), " or more" if sweep.get("knee_at_top") else "")
-                if sweep["knee"] is not None else "no knee")
-        if sweep["steps"]:  # no sample for a server that drew no line
-            out.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
-                LEGEND_X, LEGEND_X + 22, row - 4, colour, second_round(i)))
-        out.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
-            LEGEND_X + 28, row, html.escape(sweep["server"]), note))
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+            run.append((x(step["offered_rate"]), y(v)))
+    parts = []
+    for run in runs + [run]:
+        if not run:
+            continue
+        parts.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
+            colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
+        if dots:
+            parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour) for px, py in run]
+    return parts
 
 
-
-def chart(tables, sweeps):
-    """The --svg file: the bars of the closed-loop tables, the three graphs of the
-    sweeps, or both one above the other (nested <svg> elements)."""
-    drawn = ([svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
-    if len(drawn) == 1:
-        return drawn[0]
-    sizes = [[int(re.search(r'{}="(\d+)"'.format(key), part).group(1)) for key in ("width", "height")]
-             for part in drawn]
-    return ('<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}">\n'.format(
-        max(w for w, _ in sizes), sum(h for _, h in sizes)) + drawn[0]
-        + drawn[1].replace("<svg ", '<svg y="{}" '.format(sizes[0][1]), 1) + "</svg>\n")
+def knee_note(sweep):
+    """What the legend says beside a server: its knee, or why there is none."""
+    if sweep["failed"] and not sweep["steps"]:
+        return "failed"
+    if sweep["knee"] is None:
+        return "no knee"
+    return "knee " + knee_text(sweep, "/s")
 
 
 # ---------------------------------------------------------------- command line
@@ -1399,7 +1613,115 @@ def names(text):
     return [part.strip() for part in text.split(",") if part.strip()]
 
 
+def parse_rate(text):
+    """--rate: "R" -> Rates([R], sweep=False); "A:B:STEP" -> Rates([A, A+STEP, ..., <= B], sweep=True).
+    For argparse's type=: a bad value raises ArgumentTypeError, which is one line."""
+    parts = text.split(":")
+    try:
+        if len(parts) not in (1, 3):
+            raise ValueError
+        values = [float(part) for part in parts]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            "expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, got {!r}".format(text)
+        ) from None
+    # Written as "inside the range" so that nan, which compares false, fails too.
+    if not all(0 < value <= MAX_RATE for value in values):
+        raise argparse.ArgumentTypeError("rates and steps must be above 0 and at most {:,}, got {!r}".format(
+            MAX_RATE, text))
+    if len(values) == 1:
+        return Rates([whole(values[0])], sweep=False)
+    start, stop, step = values
+    if stop < start:
+        raise argparse.ArgumentTypeError("a sweep goes up: A:B:STEP needs A <= B, got {!r}".format(text))
+    count = int((stop - start) / step + 1e-9) + 1  # the epsilon keeps B itself when STEP is 0.1
+    if count > MAX_STEPS:
+        raise argparse.ArgumentTypeError("{!r} is {:,} steps; at most {:,}".format(text, count, MAX_STEPS))
+    # Each rate from start, not by adding STEP again and again: no 0.30000000000000004.
+    return Rates([whole(round(start + n * step, 6)) for n in range(count)], sweep=True)
+
+
+def whole(value):
+    """50.0 -> 50, so that JSON, tables and charts show 50 and not 50.0."""
+    return int(value) if value == int(value) else value
+
+
+def workload(args, **changes):
+    """The Workload of the command line, with changes."""
+    w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
+                 timeout=args.timeout, connect_timeout=args.timeout, budget=args.budget, hold=args.hold,
+                 connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration)
+    return dataclasses.replace(w, **changes)
+
+
+def open_workload(args, duration=None):
+    """The workload of one open-loop step, without its rate: one exchange by default."""
+    return workload(args, messages=args.messages or 1, duration=duration or args.duration, clients=1, connects=1)
+
+
+def sweeps_from(args):
+    """(name, rates, workload) of the open-loop sweep asked for, or None."""
+    if args.rate is not None:
+        return "custom", args.rate.values, open_workload(args)
+    for name in args.scenario or []:
+        if name in SWEEPS:
+            preset = SWEEPS[name]
+            return name, parse_rate(preset.rates).values, open_workload(args, preset.duration)
+    return None
+
+
+def scenarios_from(args):
+    """[(name, Workload, server --work)] for the closed-loop scenarios asked for."""
+    if not args.scenario:
+        return [] if args.rate is not None else [("custom", workload(args), args.work)]
+    chosen = []
+    for name in args.scenario:
+        if name in SWEEPS:
+            continue
+        p = PRESETS[name]
+        w = workload(args, clients=p.clients, connects=p.connects, messages=p.messages)
+        if name in SCALED:
+            w = dataclasses.replace(w, connects=max(1, round(p.connects * args.scale)))
+        if name in HELD:
+            # A message may wait behind every client's --work on one core, twice over for a shared machine.
+            queue_s = 2 * p.clients * work_seconds(p.work)
+            total = p.clients * p.connects * p.messages
+            w = dataclasses.replace(w, hold=True, connect_timeout=max(args.timeout, CONNECT_FLOOR),
+                                    timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
+                                    budget=max(args.budget, math.ceil(CONNECT_FLOOR + total / SLOWEST
+                                                                      + total / p.clients * queue_s)))
+        for size in p.sizes:
+            label = name if len(p.sizes) == 1 else "{}-{}".format(name, size)
+            chosen.append((label, dataclasses.replace(w, size=size), p.work))
+    return chosen
+
+
 def parse_args(argv):
+    parser = build_parser()
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: die(message, 2)
+    args = parser.parse_args(argv)
+    args.messages = getattr(args, "messages", None)
+    for name in args.scenario or []:
+        if name not in PRESETS and name not in SWEEPS:
+            parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join([*PRESETS, *SWEEPS])))
+    if args.hold and args.connects != 1:
+        parser.error("--hold holds one connection per client: use it with --connects 1")
+    if args.rate is not None and args.hold:
+        parser.error("--rate starts connections on a clock; --hold is for the closed loop")
+    if args.rate is not None and round(min(args.rate.values) * args.duration) < 1:
+        parser.error("argument --rate: {:g} a second for --duration {:g} s schedules no connection".format(
+            min(args.rate.values), args.duration))
+    if args.rate is not None and args.scenario:
+        parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
+    if len([name for name in args.scenario or [] if name in SWEEPS]) > 1:
+        parser.error("one open-loop sweep at a time")
+    if not args.all and (args.servers or args.scenario or args.markdown or args.svg):
+        parser.error("--servers, --scenario, --markdown and --svg go with --all")
+    return args
+
+
+def build_parser():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--host", default="127.0.0.1", help="the server's address, IPv4 or IPv6 (::1)")
@@ -1418,6 +1740,9 @@ def parse_args(argv):
     parser.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
                         help="connects in flight at once, over all worker processes: a burst of connects "
                              "overflows the server's listen queue and waits on SYN retries")
+    parser.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
+                        help="closed loop: start at most R connects a second, over all worker processes "
+                             "(as well as at most K in flight)")
     parser.add_argument("--hold", action="store_true",
                         help="open every connection first and hold them all, then send (as the c* presets do); "
                              "reports the connect and echo phases apart")
@@ -1425,7 +1750,10 @@ def parse_args(argv):
     group.add_argument("--rate", type=parse_rate, metavar="R|A:B:STEP",
                        help="start R new connections a second, whether or not earlier ones have finished, each doing "
                             "--messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names the knee. "
-                            "Response times count from each connection's scheduled start")
+                            "Response times count from each connection's scheduled start, in whole milliseconds "
+                            "(those due in one millisecond start together). One source address cannot open much "
+                            "more than about 28,000 new connections a second for long (the local port range, and "
+                            "TIME_WAIT ports reused after a second)")
     group.add_argument("--duration", type=number(0.1, 3600, float), default=5.0,
                        help="seconds of arrivals at each rate")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
@@ -1433,7 +1761,8 @@ def parse_args(argv):
     group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
     group.add_argument("--servers", type=names, help="only these, e.g. epoll,select (with --all)")
     group.add_argument("--scenario", type=names, help="presets, comma-separated: " + ", ".join(PRESETS) + "; and "
-                       + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(*SWEEPS["pingpong-sweep"][:2]))
+                       + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(
+                           SWEEPS["pingpong-sweep"].rates, SWEEPS["pingpong-sweep"].duration))
     group.add_argument("--scale", type=number(0.001, 1, float), default=0.05,
                        help="fraction of the article's 100 connections per client that the article-* presets run")
     group.add_argument("--repeat", type=number(1, 100), default=3, help="measured runs per server; the median is shown")
@@ -1442,44 +1771,28 @@ def parse_args(argv):
     group.add_argument("--work", type=number(0, 10**9), default=0, help="start the servers with --work N")
     group.add_argument("--markdown", metavar="FILE", help="also write the tables as Markdown")
     group.add_argument("--svg", metavar="FILE", help="also draw messages/s per server as an SVG chart")
-    # A bad argument is one line on stderr, not argparse's usage block.
-    parser.error = lambda message: parser.exit(2, "client.py: error: {}\n".format(message))
-    args = parser.parse_args(argv)
-    args.messages = getattr(args, "messages", None)
-    for name in args.scenario or []:
-        if name not in PRESETS and name not in SWEEPS:
-            parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join([*PRESETS, *SWEEPS])))
-    if args.hold and args.connects != 1:
-        parser.error("--hold holds one connection per client: use it with --connects 1")
-    if args.rate is not None and args.hold:
-        parser.error("--rate starts connections on a clock; --hold is for the closed loop")
-    lowest = min(args.rate) if isinstance(args.rate, list) else args.rate
-    if lowest is not None and round(lowest * args.duration) < 1:
-        parser.error("argument --rate: {:g} a second for --duration {:g} s schedules no connection".format(
-            lowest, args.duration))
-    if args.rate is not None and args.scenario:
-        parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
-    if len([name for name in args.scenario or [] if name in SWEEPS]) > 1:
-        parser.error("one open-loop sweep at a time")
-    if not args.all and (args.servers or args.scenario or args.markdown or args.svg):
-        parser.error("--servers, --scenario, --markdown and --svg go with --all")
-    return args
+    return parser
+
+
+def to_json(value, indent=None):
+    """json.dumps for what client.py reports: a Workload is written as its fields."""
+    return json.dumps(value, default=dataclasses.asdict, indent=indent)
 
 
 def open_loop(args):
-    """--rate against one server: one rate, or a sweep (a list of rates)."""
+    """--rate against one server: one rate, or a sweep."""
     w = open_workload(args)
-    if isinstance(args.rate, list):
+    if args.rate.sweep:
         name = "{}:{}".format(args.host, args.port)
-        result = sweep(args.host, args.port, args.rate, w, args.procs, name)
+        result = sweep(args.host, args.port, args.rate.values, w, args.procs, name)
         if args.json:
-            print(json.dumps(result))
+            print(to_json(result))
         else:
             print("\n".join(sweep_table_markdown(name, result) + [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
-    result = measure(args.host, args.port, dict(w, rate=args.rate), args.procs)
+    result = measure(args.host, args.port, dataclasses.replace(w, rate=args.rate.values[0]), args.procs)
     if args.json:
-        print(json.dumps(result))
+        print(to_json(result))
     else:
         report_open(result, w, max(1, min(args.procs, result["scheduled"])))
     lost = result["scheduled"] - result["connections"] - result["client_ports_exhausted"] \
@@ -1487,37 +1800,40 @@ def open_loop(args):
     return 0 if not result["errors"] and not lost else 1
 
 
+def run_every_server(args):
+    """--all: start the servers, measure them, and write the results where asked."""
+    entries = server_entries(args)
+    tables = run_all(args, entries) if scenarios_from(args) else []
+    sweeps, ceiling = sweep_all(args, entries) if sweeps_from(args) else ([], None)
+    text = markdown(tables, sweeps, ceiling)
+    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps, "ceiling": ceiling}, indent=1) if args.json else text)
+    if args.markdown:
+        Path(args.markdown).write_text(text + "\n")
+    if args.svg:
+        Path(args.svg).write_text(chart(tables, sweeps, ceiling))
+    return 0
+
+
 def main(argv=None):
     args = parse_args(argv)
     try:
         if args.all:
-            entries = server_entries(args)
-            tables = run_all(args, entries) if scenarios_from(args) else []
-            sweeps = sweep_all(args, entries) if sweeps_from(args) else []
-            if args.json:
-                print(json.dumps({"machine": machine(), "tables": tables, "sweeps": sweeps}, indent=1))
-            else:
-                print(markdown(tables, args, sweeps))
-            if args.markdown:
-                Path(args.markdown).write_text(markdown(tables, args, sweeps) + "\n")
-            if args.svg:
-                Path(args.svg).write_text(chart(tables, sweeps))
-            return 0
+            return run_every_server(args)
         try:  # nothing listening is one clear line, not a page of errors
             socket.create_connection((args.host, args.port), timeout=args.timeout).close()
         except OSError as e:
-            raise SystemExit("client.py: cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+            die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
         if args.rate is not None:
             return open_loop(args)
         w = workload(args, budget=None)
         result = measure(args.host, args.port, w, args.procs)
         if args.json:
-            print(json.dumps(result))
+            print(to_json(result))
         else:
             report(result, w, max(1, min(args.procs, args.clients)))
         return 0 if not result["errors"] and result["messages"] == result["expected"] else 1
     except KeyboardInterrupt:
-        print("client.py: interrupted", file=sys.stderr)
+        note("interrupted")
         return 130
 
 

@@ -95,19 +95,45 @@ def test_all_names_every_server_and_leaves_no_process(tmp_path):
     assert not echo_processes() - before, "client.py --all stops every server it started"
 
 
-def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_take_it():
-    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help offers it."""
+def offers_uvloop(script):
+    return "--uvloop" in subprocess.run([sys.executable, str(script), "--help"], capture_output=True, text=True,
+                                        timeout=TIMEOUT).stdout
+
+
+@pytest.mark.parametrize("source, declared", [
+    ("UVLOOP = True\n", True), ("UVLOOP = False\n", False), ("", False), ("# UVLOOP = True\n", False),
+    ('"""UVLOOP = True"""\n', False), ("def main():\n    UVLOOP = True\n", False),
+    ("parse_args(uvloop=True)\n", False), ("UVLOOP = 1\n", False), ("def broken(:\n", False)])
+def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared):
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    script = tmp_path / "echo_x.py"
+    script.write_text('"""A server."""\nimport sys\n' + source)
+    assert module.takes_uvloop(script) is declared
+
+
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path):
+    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server that declares
+    UVLOOP = True; in a copy of the servers, that constant is added (faked) to those whose --help
+    offers --uvloop, so the rows must be exactly the servers that take the flag."""
+    offered = {name for name in SERVERS if offers_uvloop(ROOT / name)}
+    assert "echo_asyncio_protocol.py" in offered
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    declared = {name for name in SERVERS if module.takes_uvloop(ROOT / name)}
+    assert not declared or declared == offered, "a server takes --uvloop without UVLOOP = True, or the reverse"
+    for name in SERVERS:
+        source = (ROOT / name).read_text()
+        (tmp_path / name).write_text(source + ("\nUVLOOP = True\n" if name in offered - declared else ""))
     code = ("import importlib.util, json, sys; sys.path.insert(0, {!r}); import client\n"
+            "client.HERE = client.Path({!r})\n"
             "real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
             "print(json.dumps([[script.name, *extra] for script, extra in "
-            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT))
+            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT), str(tmp_path))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode == 0, result.stderr
     entries = json.loads(result.stdout)
-    offered = {name for name in SERVERS if "--uvloop" in subprocess.run(
-        [sys.executable, str(ROOT / name), "--help"], capture_output=True, text=True, timeout=TIMEOUT).stdout}
-    assert "echo_asyncio_protocol.py" in offered
     assert {name for name, *extra in entries if extra == ["--uvloop"]} == offered
     assert sorted(name for name, *extra in entries if not extra) == sorted(SERVERS)
 
@@ -117,8 +143,8 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
         probe.bind(("127.0.0.1", 0))  # bound, not listening
         # measure() in a process of its own, single-threaded as client.py is when it forks.
         code = ("import json, sys; sys.path.insert(0, {!r}); import client; print(json.dumps(client.measure("
-                "'127.0.0.1', {}, dict(clients=2, connects=3000, messages=1, size=8, timeout=2, connect_timeout=2, "
-                "budget=None, hold=False, connecting=100), 1)))"
+                "'127.0.0.1', {}, client.Workload(clients=2, connects=3000, messages=1, size=8, timeout=2, "
+                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))"
                 ).format(str(ROOT), probe.getsockname()[1])
         result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT * 6)
     assert result.returncode == 0, result.stderr
@@ -127,19 +153,23 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
 
 
 class Counting:
-    """A selectors echo server with a tiny listen backlog that counts the most connections open at once."""
+    """A selectors echo server with a tiny listen backlog that counts the most connections open at once.
+    With pause, it listens but accepts nothing for that many seconds: its listen queue overflows."""
 
-    def __init__(self, backlog, family=socket.AF_INET, host="127.0.0.1"):
+    def __init__(self, backlog, family=socket.AF_INET, host="127.0.0.1", pause=0.0):
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         self.sock.bind((host, 0))
         self.sock.listen(backlog)
         self.sock.setblocking(False)
         self.port, self.open, self.most = self.sock.getsockname()[1], 0, 0
-        self.stopping = False
+        self.stopping, self.pause = False, pause
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
 
     def serve(self):
+        resume = time.monotonic() + self.pause
+        while not self.stopping and time.monotonic() < resume:
+            time.sleep(0.01)
         selector = selectors.DefaultSelector()
         selector.register(self.sock, selectors.EVENT_READ)
         while not self.stopping:
@@ -199,6 +229,65 @@ def test_connections_are_ramped_held_and_reported_in_two_phases(counting_server)
     assert figures["connect_phase_s"] > 0 and figures["echo_phase_s"] > 0
 
 
+def test_no_syn_retry_against_a_server_whose_queue_cannot_fill(counting_server):
+    server = counting_server(backlog=1024)  # more than there are connections: no SYN is dropped
+    result = client("--port", str(server.port), "--clients", "300", "--connects", "1", "--messages", "1", "--hold",
+                    "--procs", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["syn_retries"] == 0 and figures["connect_max_ms"] < 950
+    assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"] <= figures["connect_max_ms"]
+    # Every connection counts toward the connect rate: 300 over at most the connect phase.
+    assert figures["connect_rate"] >= 300 / figures["connect_phase_s"] * 0.99
+
+
+def queue_capacity(backlog):
+    """How many connections this kernel completes for a listener of that backlog that accepts none."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(backlog)
+        probes = [socket.socket() for _ in range(backlog + 8)]
+        try:
+            for probe in probes:
+                probe.setblocking(False)
+                probe.connect_ex(listener.getsockname())
+            time.sleep(0.3)  # loopback handshakes take microseconds; a dropped SYN waits 1 s
+            return len(selectors_writable(probes))
+        finally:
+            for probe in probes:
+                probe.close()
+
+
+def selectors_writable(socks):
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_WRITE)
+        return [key.fileobj for key, _ in selector.select(0)]
+
+
+def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
+    """A listener of backlog 1 that accepts nothing for 1.5 s: the connects past what its
+    queue holds have their SYNs dropped and retried (after 1 s: dropped again; after 3 s: in)."""
+    clients = 8
+    # client.py's own check that something listens takes one place in the queue.
+    queued = queue_capacity(1) - 1
+    server = counting_server(backlog=1, pause=1.5)
+    started = time.monotonic()
+    result = client("--port", str(server.port), "--clients", str(clients), "--connects", "1", "--messages", "1",
+                    "--hold", "--connect-concurrency", str(clients), "--procs", "1", "--timeout", "10", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["messages"] == clients
+    assert figures["syn_retries"] == clients - queued, figures
+    assert figures["connect_p50_ms"] >= 950 and figures["connect_max_ms"] < 8000
+    # The rate is over the two that were queued at once, not over the retries' seconds.
+    assert figures["connect_rate"] > 100
+    text = client("--port", str(server.port), "--clients", "2", "--connects", "1", "--messages", "1", "--hold",
+                  "--procs", "1").stdout
+    assert "waited on a SYN retry" in text and "connections/s without one" in text, text
+    assert time.monotonic() - started < 20
+
+
 def test_ipv6_host(counting_server):
     try:
         server = counting_server(backlog=8, family=socket.AF_INET6, host="::1")
@@ -212,10 +301,22 @@ def test_ipv6_host(counting_server):
 def test_a_failed_row_says_why_in_words():
     sys.path.insert(0, str(ROOT))
     import client as module
-    w = dict(timeout=30, connect_timeout=30, budget=120)
+    w = module.Workload(timeout=30, connect_timeout=30, budget=120)
     result = {"messages": 90, "expected": 100, "error_kinds": {"timeout": 8, "connect timeout": 2}}
     text = module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
     assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
     assert "select() cannot watch descriptors past 1024" in text
     assert "limit" not in module.why_failed(result, w, "echo_epoll.py")
+
+
+def test_connect_pace_spreads_the_connects_over_time(counting_server):
+    server = counting_server(backlog=1024)
+    result = client("--port", str(server.port), "--clients", "200", "--connects", "1", "--messages", "1", "--hold",
+                    "--connect-pace", "400", "--procs", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["messages"] == 200 and figures["syn_retries"] == 0
+    # 200 connects at 400 a second: half a second, give or take a millisecond's catch-up.
+    assert 0.45 <= figures["connect_phase_s"] < 3, figures["connect_phase_s"]
+    assert figures["connect_rate"] <= 400 * 1.1

@@ -5,14 +5,16 @@ its capacity is set by how long it stays busy per connection), or asks client.py
 --all to start real ones, and bounds every wait.
 """
 import json
+import os
 import socket
+import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import TIMEOUT, client, echo_processes
+from helpers import ROOT, TIMEOUT, client, echo_processes
 
 
 class OneAtATime:
@@ -98,7 +100,9 @@ SINGLE_FIELDS = ("offered_rate", "achieved_rate", "behind_ms", "reply_rate", "co
 def test_one_rate_reports_every_figure(echo_server, messages):
     rate, duration = 50, 2
     extra = ["--messages", str(messages)] if messages else []  # one exchange per connection by default
+    started = time.monotonic()
     figures, _ = run_json("--port", str(echo_server()), "--rate", str(rate), "--duration", str(duration), *extra)
+    elapsed = time.monotonic() - started
     assert set(SINGLE_FIELDS) <= set(figures), set(SINGLE_FIELDS) - set(figures)
     assert figures["offered_rate"] == rate
     assert abs(figures["connections"] - rate * duration) <= 1, "every scheduled connection completed"
@@ -111,7 +115,8 @@ def test_one_rate_reports_every_figure(echo_server, messages):
     assert 0 < figures["p50_ms"] <= figures["p90_ms"] <= figures["p99_ms"] <= figures["max_ms"] < 5000
     assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"]
     assert 1 <= figures["max_open"] <= figures["connections"]
-    assert figures["client_cpu_s"] >= 0
+    # Some CPU was spent and counted, and no more than its worker processes could spend in the run's time.
+    assert 0 < figures["client_cpu_s"] < elapsed * (os.cpu_count() or 1)
 
 
 @pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
@@ -135,7 +140,8 @@ def test_sweep_names_a_knee_at_the_servers_capacity(one_at_a_time):
     assert offered == list(range(35, 95, 5))[:len(steps)], "one step per rate, in order"
     assert offered[-1] < 90, "the sweep stops once it is clearly past the limit"
     assert len(progress_lines(stderr)) >= len(steps), "one progress line per step"
-    assert sweep["knee_rule"] and isinstance(sweep["knee_rule"], dict)
+    # The rule the README documents: no error, replies within 5 % of the offered rate, p99 at most 100 ms.
+    assert sweep["knee_rule"] == {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
     capacity = 1 / busy
     assert knee is not None and 0.8 * capacity <= knee <= 1.2 * capacity, (knee, steps)
     for step in steps:
@@ -170,20 +176,28 @@ def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
                     "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=120)
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert not echo_processes() - before, "client.py --all stops every server it started"
-    sweeps = {sweep["server"]: sweep for sweep in json.loads(result.stdout)["sweeps"]}
+    measured = json.loads(result.stdout)
+    sweeps = {sweep["server"]: sweep for sweep in measured["sweeps"]}
     assert set(sweeps) == set(servers)
+    # The client's own ceiling, swept first against the cheapest server, and the knees that reach it.
+    ceiling = measured["ceiling"]
+    assert ceiling["server"].startswith("echo_reuseport.py --workers 2") and ceiling["knee"] in (100, 200), ceiling
+    for sweep in sweeps.values():
+        assert sweep["knee_at_ceiling"] == (sweep["knee"] >= ceiling["knee"])
     for sweep in sweeps.values():
         assert not sweep["failed"] and not sweep["stopped_early"], sweep
         assert [step["offered_rate"] for step in sweep["steps"]] == [100, 200]
         assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
     assert len(progress_lines(result.stderr)) >= 4, "one progress line per step"
     lines = markdown.read_text().splitlines()
+    assert any("client's own ceiling" in line and ceiling["server"] in line for line in lines)
     for name, sweep in sweeps.items():
         assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
                    for line in lines), "the markdown names {}'s knee".format(name)
     root = ET.parse(str(chart)).getroot()  # well-formed
     texts = " ".join("".join(element.itertext()) for element in root.iter("{http://www.w3.org/2000/svg}text"))
     assert all(name[len("echo_"):-len(".py")] in texts for name in servers), "a legend names each server"
+    assert "the client's ceiling" in texts, "the chart marks the client's own ceiling"
     for graph in ("reply", "response", "error"):
         assert graph in texts.lower(), "a graph of {} against offered rate".format(graph)
     lines_drawn = list(root.iter("{http://www.w3.org/2000/svg}polyline"))
@@ -226,3 +240,39 @@ def test_a_client_that_falls_behind_its_schedule_says_so(echo_server):
     assert figures["behind_ms"] > 500 and figures["errors"] == 0
     text = client(*args, prelude=prelude).stdout
     assert "did not keep its schedule" in text and "lag" in text, text
+
+
+def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_early():
+    """Connections due in the same millisecond start in one wake-up: each is scheduled at
+    the start of the millisecond its k/rate falls in, and none starts before then."""
+    sys.path.insert(0, str(ROOT))
+    import client as module
+
+    class Recorder:
+        by_fd = {}
+
+        def __init__(self):
+            self.started = []  # (connection, when its connect began)
+
+        def connect(self, c, now):
+            self.started.append((c, now))
+            return True
+
+    rate, duration, procs = 8000, 0.05, 2
+    for index in range(procs):
+        engine = Recorder()
+        driver = module.OpenLoop(engine, module.Workload(rate=rate, duration=duration), index, procs)
+        t0 = time.perf_counter()
+        driver.start(t0)
+        deadline = t0 + 5
+        wait = driver.tick(t0)
+        while wait is not None and time.perf_counter() < deadline:
+            time.sleep(wait)
+            wait = driver.tick(time.perf_counter())
+        ks = list(range(index, round(rate * duration), procs))
+        assert len(engine.started) == len(ks), "every connection of this worker's share started"
+        for k, (c, began) in zip(ks, engine.started):
+            assert c.scheduled == pytest.approx(t0 + (k * 1000 // rate) / 1000, abs=1e-9)
+            assert began >= c.scheduled, "no connection starts before its scheduled time"
+        slots = {c.scheduled for c, _ in engine.started}
+        assert len(slots) == round(duration * 1000), "one wake-up's worth of connections per millisecond"
