@@ -18,6 +18,7 @@ not the bottleneck.
 import argparse
 import array
 import ast
+import bisect
 import collections
 import dataclasses
 import errno
@@ -35,6 +36,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -72,6 +74,7 @@ class Workload:
     hold: bool = False  # open every connection first, then send
     connecting: int = CONNECTING  # connects in flight
     connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
+    seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
     rate: Optional[float] = None  # open loop: connections a second
     duration: float = 5.0  # open loop: seconds of arrivals
 
@@ -84,6 +87,7 @@ class Preset(NamedTuple):
     sizes: tuple  # one table per size
     work: int  # the servers' --work
     about: str  # what it reproduces
+    seconds: Optional[float] = None  # each connection exchanges messages this long instead (wrk)
 
 
 PRESETS = {
@@ -96,9 +100,13 @@ PRESETS = {
     "c10k-cpu": Preset(10000, 1, 1, (32,), 100000, "10,000 connections, one message each, servers run --work 100000"),
     "bulk": Preset(20, 5, 500, (1024, 4096, 65536), 0, "messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU"),
     "pingpong": Preset(50, 40, 1, (32,), 0, "one message per connection: the connection rate"),
+    # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections, each
+    # exchanging messages for a time; opened all at once (wrk), or ramped and at work at once.
+    "wrk": Preset(100, 1, 0, (32,), 0, "100 connections opened at once, each exchanging messages for 5 s", 5.0),
+    "wrk-ramped": Preset(100, 1, 0, (32,), 0, "100 connections, each at work as soon as it connects, for 5 s", 5.0),
 }
 SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
-HELD = ("c1k", "c10k", "c10k-cpu")  # every connection is opened and held before the first message
+HELD = ("c1k", "c10k", "c10k-cpu", "wrk")  # every connection is opened and held before the first message
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
@@ -190,6 +198,7 @@ class Engine:
             self.poller, self.scale, self.READ, self.WRITE = select.poll(), 1000, select.POLLIN, select.POLLOUT
         self.family, self.sockaddr = address
         self.size, self.per_connection = w.size, w.messages
+        self.seconds = w.seconds  # a timed connection ends its exchanges this long after its first
         self.timeout, self.connect_timeout = w.timeout, w.connect_timeout
         self.fill = bytes(range(256)) * (self.size // 256 + 1)
         self.cutoff = None  # with a time budget: when the run is cut
@@ -295,7 +304,7 @@ class Engine:
         self.latencies.append(now - c.sent_at)
         self.messages += 1
         c.seq += 1
-        if c.seq < self.per_connection:
+        if (now - c.echo_started < self.seconds) if self.seconds else (c.seq < self.per_connection):
             return self.next_message(c, now)
         # All echoed: half-close, and the server must answer with EOF and nothing more.
         self.responses.append(now - c.scheduled)
@@ -630,7 +639,7 @@ def measure(host, port, w, procs):
         if w.rate:
             bound = w.duration + w.connect_timeout + (w.messages + 2) * w.timeout + 60
         else:
-            bound = 2 * w.connect_timeout + w.connects * (w.messages + 3) * w.timeout + 60
+            bound = 2 * w.connect_timeout + w.connects * ((w.messages + 3) * w.timeout + (w.seconds or 0)) + 60
         parts = []
         for pipe in pipes:
             if not pipe.poll(bound):
@@ -694,8 +703,11 @@ def combine(parts, w):
     connects = connect_figures(parts, min(p["start"] for p in parts))
     if not w.hold:
         connects["connect_rate"] = None  # connects and echoes interleave: conns_per_s says it
+    # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
+    # did not is at least one message short.
+    expected = messages + attempted - connections if w.seconds else attempted * w.messages
     return dict(figures, **phases, **connects, **{
-        "expected": attempted * w.messages,
+        "expected": expected,
         "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s, "wall_s": wall,
         "msgs_per_s": messages / rated if rated else 0.0,
         "mb_per_s": messages * w.size / rated / 1e6 if rated else 0.0,
@@ -748,6 +760,9 @@ def combine_open(parts, w):
         "expected": round(rate * duration) * w.messages,
         "p50_ms": percentile(responses, 0.50), "p90_ms": percentile(responses, 0.90),
         "p99_ms": percentile(responses, 0.99), "max_ms": responses[-1] * 1000 if responses else None,
+        # Connections that waited: a stopped or busy worker, a SYN retry (sorted: count from the first that long).
+        "responses_over_100ms": len(responses) - bisect.bisect_left(responses, 0.1),
+        "responses_over_1s": len(responses) - bisect.bisect_left(responses, 1.0),
         **connects,
         "mb_per_s": figures["messages"] * w.size / max(duration, span) / 1e6,
     })
@@ -831,23 +846,34 @@ def error_share(step):
 
 # ---------------------------------------------------------------- --all: every server, ranked
 
-def proc_cpu(pgid):
-    """CPU seconds used by every process in a process group, dead children included (Linux /proc)."""
-    total, tick = 0.0, os.sysconf("SC_CLK_TCK")
+def proc_stats():
+    """(pid, the fields of /proc/PID/stat after its name) for every process (Linux), or None."""
     try:
         entries = os.listdir("/proc")
     except OSError:
         return None
+    stats = []
     for entry in entries:
         if entry.isdigit():
             try:
                 with open("/proc/{}/stat".format(entry)) as f:
-                    fields = f.read().rsplit(")", 1)[1].split()
+                    stats.append((int(entry), f.read().rsplit(")", 1)[1].split()))
             except OSError:
                 continue
-            if int(fields[2]) == pgid:  # utime stime cutime cstime
-                total += sum(int(x) for x in fields[11:15]) / tick
-    return total
+    return stats
+
+
+def proc_cpu(pgid):
+    """CPU seconds used by every process in a process group, dead children included (Linux /proc)."""
+    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
+    if stats is None:
+        return None
+    # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
+    return sum(sum(int(x) for x in fields[11:15]) / tick for _, fields in stats if int(fields[2]) == pgid)
+
+
+def children_of(pid):
+    return sorted(child for child, fields in proc_stats() or () if int(fields[1]) == pid)
 
 
 class RunningServer:
@@ -856,8 +882,10 @@ class RunningServer:
 
     def __init__(self, script, work, extra=()):
         self.name = " ".join([script.name, *extra])
+        self.reports = "report_served" in declared(script)  # its workers say what they served, on SIGUSR1
+        self.err = tempfile.TemporaryFile()  # read while it runs: the workers' reports
         self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *extra],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
         self.port, self.failed, self.stderr = None, None, None
         line, deadline = b"", time.monotonic() + 15
@@ -875,6 +903,31 @@ class RunningServer:
 
     def cpu(self):
         return proc_cpu(self.proc.pid)
+
+    def served(self):
+        """Ask each worker (SIGUSR1) what it served since it was last asked:
+        {pid: (connections accepted, chunks echoed, bytes echoed)}, or {} if it cannot say."""
+        workers = children_of(self.proc.pid) if self.reports else []
+        before = len(self.reported())
+        for pid in workers:
+            try:
+                os.kill(pid, signal.SIGUSR1)
+            except ProcessLookupError:
+                workers.remove(pid)  # it just ended: a replacement counts from 0
+        deadline = time.monotonic() + 5
+        while len(self.reported()) < before + len(workers) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return dict(self.reported()[before:])
+
+    def reported(self):
+        """Every '[PID:n]Served:accepted=A chunks=C bytes=B' line so far, as (n, (A, C, B))."""
+        self.err.seek(0)
+        found = []
+        for line in self.err.read().decode(errors="replace").splitlines():
+            pid, _, counts = line.partition("]Served:")
+            if counts and pid.startswith("[PID:"):
+                found.append((int(pid[5:]), tuple(int(field.split("=")[1]) for field in counts.split())))
+        return found
 
     def alive(self):
         return self.proc.poll() is None
@@ -894,16 +947,11 @@ class RunningServer:
         except (ProcessLookupError, PermissionError):
             pass
         self.proc.wait()
-        self.stderr = self.proc.stderr.read().decode(errors="replace")
+        self.err.seek(0)
+        self.stderr = self.err.read().decode(errors="replace")
         self.proc.stdout.close()
-        self.proc.stderr.close()
+        self.err.close()
         return self.stderr
-
-
-def accept_spread(stderr):
-    """The process servers' shutdown lines '[PID:n]Accepted:k' -> [k, ...]."""
-    return sorted((int(line.rsplit(":", 1)[1]) for line in stderr.splitlines()
-                   if "]Accepted:" in line and line.rsplit(":", 1)[1].isdigit()), reverse=True)
 
 
 def work_seconds(work):
@@ -917,33 +965,45 @@ def server_entries(args):
     """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
     variant of those that declare UVLOOP = True, when uvloop is installed."""
     scripts = sorted(HERE.glob("echo_*.py"))
-    if args.servers:
-        wanted = {s if s.endswith(".py") else s + ".py" for s in args.servers}
-        wanted = {s if s.startswith("echo_") else "echo_" + s for s in wanted}
-        unknown = wanted - {s.name for s in scripts}
+    common = tuple(args.server_args.split()) if args.server_args else ()
+    if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
+        asked = [(name if name.endswith(".py") else name + ".py", tuple(flags))
+                 for name, *flags in (item.split() for item in args.servers)]
+        asked = [(name if name.startswith("echo_") else "echo_" + name, flags) for name, flags in asked]
+        unknown = {name for name, _ in asked} - {s.name for s in scripts}
         if unknown:
             die("no such server here: " + ", ".join(sorted(unknown)))
-        scripts = [s for s in scripts if s.name in wanted]
+        entries = [(HERE / name, common + flags) for name, flags in asked]
+        scripts = sorted({script for script, _ in entries})
+    else:
+        entries = [(script, common) for script in scripts]
     if not scripts:
         die("no echo_*.py beside client.py")
-    entries = [(script, ()) for script in scripts]
     on_uvloop = [script for script in scripts if takes_uvloop(script)]
     if on_uvloop and importlib.util.find_spec("uvloop"):
-        entries += [(script, ("--uvloop",)) for script in on_uvloop]
+        entries += [(script, common + ("--uvloop",)) for script in on_uvloop]
     elif on_uvloop:
         note("uvloop is not installed: the --uvloop rows are left out (pip install uvloop)")
     return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
 
 
 def takes_uvloop(script):
-    """True when the server declares, at module level, UVLOOP = True (it then takes --uvloop).
-    Read with ast, not run and not searched as text: a comment or a docstring does not count."""
+    """True when the server declares, at module level, UVLOOP = True (it then takes --uvloop)."""
+    return declared(script).get("UVLOOP") is True
+
+
+def declared(script):
+    """What a server declares at module level: {name: value} for constants, {name: None} for
+    functions. Read with ast, not run and not searched as text: a comment or a docstring does not count."""
     try:
         tree = ast.parse(script.read_text(), str(script))
     except (OSError, SyntaxError, ValueError):
-        return False
-    return any(isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "UVLOOP" for t in node.targets)
-               and isinstance(node.value, ast.Constant) and node.value.value is True for node in tree.body)
+        return {}
+    names = {node.name: None for node in tree.body if isinstance(node, ast.FunctionDef)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            names.update((target.id, node.value.value) for target in node.targets if isinstance(target, ast.Name))
+    return names
 
 
 def why_failed(result, w, name):
@@ -990,10 +1050,11 @@ def run_all(args, entries):
         if too_many:
             die(too_many)
         servers = [RunningServer(script, work, extra) for script, extra in entries]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed} for s in servers}
+        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "served": {}} for s in servers}
         try:
             # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
-            warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5))
+            warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
+                                       seconds=w.seconds and 1.0)
             plan = [(0, s, warm) for s in servers] + [
                 (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
             for step, (rep, server, load) in enumerate(plan, 1):
@@ -1003,10 +1064,13 @@ def run_all(args, entries):
                 if not server.alive():
                     row["failed"] = "exited with status {}".format(server.proc.returncode)
                     continue
+                server.served()  # counted from here: the workers' reports leave out the warm-up
                 before = server.cpu()
                 result = measure("127.0.0.1", server.port, load, args.procs)
                 after = server.cpu()
                 result["server_cpu_s"] = None if before is None else after - before
+                for pid, counts in server.served().items() if rep else ():  # each worker, this run
+                    row["served"][pid] = [a + b for a, b in zip(row["served"].get(pid, (0, 0, 0)), counts)]
                 print("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                     result["msgs_per_s"], result["errors"]), file=sys.stderr, flush=True)
@@ -1014,12 +1078,12 @@ def run_all(args, entries):
                     row["failed"] = why_failed(result, load, server.name)
                     # Stopped now: a server that failed may still be working through what it was
                     # sent (10,000 threads running --work), and would slow the next server's run.
-                    row["accept_spread"] = accept_spread(server.stop())
+                    server.stop()
                 elif rep:
                     row["runs"].append(result)
         finally:
             for server in servers:
-                rows[server.name].setdefault("accept_spread", accept_spread(server.stop()))
+                server.stop()
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(row) for row in rows.values()])})
     return tables
@@ -1029,6 +1093,7 @@ def summarize(row):
     """The median of the measured runs, for each figure."""
     runs = row.pop("runs")
     if row["failed"] or not runs:
+        del row["served"]
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
@@ -1037,11 +1102,27 @@ def summarize(row):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
+    row.update(spread(row.pop("served")))
     cpu = row["server_cpu_s"]
     row["msgs_per_server_cpu_s"] = row["messages"] / cpu if cpu else None
     # The client spent more CPU than the server: the figure is as much the client's as the server's.
     row["client_bound"] = bool(cpu is not None and row["client_cpu_s"] > cpu)
     return row
+
+
+def spread(served):
+    """How the measured runs' work fell on the workers: each worker's [connections, chunks,
+    bytes] (busiest first), and the busiest worker's share of the connections and of the
+    chunks echoed, beside an even share (1/N)."""
+    if not served:
+        return {"workers": None, "busiest_conn_share": None, "busiest_chunk_share": None}
+    counts = sorted(served.values(), key=lambda c: (-c[1], -c[0]))
+
+    def busiest(i):
+        total = sum(c[i] for c in counts)
+        return max(c[i] for c in counts) / total if total else None
+    return {"workers": counts, "busiest_conn_share": busiest(0), "busiest_chunk_share": busiest(1),
+            "even_share": 1 / len(counts)}
 
 
 def rank(rows):
@@ -1058,6 +1139,9 @@ def rank(rows):
 # ---- text
 
 def describe(w):
+    if w.seconds:
+        return "{} clients x {} connections x messages of {} B for {:g} s".format(w.clients, w.connects, w.size,
+                                                                                 w.seconds)
     return "{} clients x {} connections x {} messages of {} B".format(w.clients, w.connects, w.messages, w.size)
 
 
@@ -1206,10 +1290,10 @@ def table_markdown(table):
                   "queue was full); connects/s counts the others, from the start to the last of them connected. "
                   "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
                   .format(w.connecting, SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
-    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",
+    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | per worker |",
               "|---:|---|" + "---:|" * len(columns) + "---|"]
     for r in table["rows"]:
-        spread = "/".join(map(str, r.get("accept_spread") or [])) or ""
+        spread = spread_text(r)
         if r["failed"]:
             lines.append("| - | {} | failed: {} |{} {} |".format(r["server"], r["failed"],
                                                                 " |" * (len(columns) - 1), spread))
@@ -1218,6 +1302,17 @@ def table_markdown(table):
         cells[-1] += " (client-bound)" if r["client_bound"] else ""
         lines.append("| {} | {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells), spread))
     return lines + [""]
+
+
+def spread_text(r):
+    """The measured runs' connections per worker, and the busiest worker's share of the
+    chunks echoed beside an even share: "26/24 conns; busiest 61 % of chunks (even 50 %)"."""
+    if not r.get("workers"):
+        return ""
+    text = "/".join(str(c[0]) for c in r["workers"]) + " conns"
+    if r["busiest_chunk_share"] is not None:
+        text += "; busiest {:.0%} of chunks (even {:.0%})".format(r["busiest_chunk_share"], r["even_share"])
+    return text
 
 
 def sweeps_markdown(sweeps, tables, ceiling=None):
@@ -1650,7 +1745,8 @@ def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
                  timeout=args.timeout, connect_timeout=args.timeout, budget=args.budget, hold=args.hold,
-                 connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration)
+                 connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration,
+                 seconds=args.seconds)
     return dataclasses.replace(w, **changes)
 
 
@@ -1679,10 +1775,13 @@ def scenarios_from(args):
         if name in SWEEPS:
             continue
         p = PRESETS[name]
-        w = workload(args, clients=p.clients, connects=p.connects, messages=p.messages)
-        if name in SCALED:
+        w = workload(args, clients=p.clients, connects=p.connects, messages=p.messages or 1, seconds=p.seconds)
+        if p.seconds:
+            w = dataclasses.replace(w, hold=name in HELD, connect_timeout=max(args.timeout, CONNECT_FLOOR),
+                                    budget=max(args.budget, CONNECT_FLOOR + p.seconds + 10))
+        elif name in SCALED:
             w = dataclasses.replace(w, connects=max(1, round(p.connects * args.scale)))
-        if name in HELD:
+        elif name in HELD:
             # A message may wait behind every client's --work on one core, twice over for a shared machine.
             queue_s = 2 * p.clients * work_seconds(p.work)
             total = p.clients * p.connects * p.messages
@@ -1707,6 +1806,8 @@ def parse_args(argv):
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join([*PRESETS, *SWEEPS])))
     if args.hold and args.connects != 1:
         parser.error("--hold holds one connection per client: use it with --connects 1")
+    if args.rate is not None and args.seconds:
+        parser.error("--seconds times the closed loop's connections; --rate starts them on a clock for --duration")
     if args.rate is not None and args.hold:
         parser.error("--rate starts connections on a clock; --hold is for the closed loop")
     if args.rate is not None and round(min(args.rate.values) * args.duration) < 1:
@@ -1716,8 +1817,8 @@ def parse_args(argv):
         parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
     if len([name for name in args.scenario or [] if name in SWEEPS]) > 1:
         parser.error("one open-loop sweep at a time")
-    if not args.all and (args.servers or args.scenario or args.markdown or args.svg):
-        parser.error("--servers, --scenario, --markdown and --svg go with --all")
+    if not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg):
+        parser.error("--servers, --server-args, --scenario, --markdown and --svg go with --all")
     return args
 
 
@@ -1743,6 +1844,9 @@ def build_parser():
     parser.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
                         help="closed loop: start at most R connects a second, over all worker processes "
                              "(as well as at most K in flight)")
+    parser.add_argument("--seconds", type=number(0.1, 3600, float), metavar="S",
+                        help="closed loop: each connection exchanges messages for S seconds instead of --messages "
+                             "(wrk's long-lived connections)")
     parser.add_argument("--hold", action="store_true",
                         help="open every connection first and hold them all, then send (as the c* presets do); "
                              "reports the connect and echo phases apart")
@@ -1759,7 +1863,9 @@ def build_parser():
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     group = parser.add_argument_group("measuring every server (--all)")
     group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
-    group.add_argument("--servers", type=names, help="only these, e.g. epoll,select (with --all)")
+    group.add_argument("--servers", type=names, help="only these, e.g. epoll,select (with --all); flags for one "
+                       "after its name: 'shared_socket --accept one,reuseport'")
+    group.add_argument("--server-args", metavar="FLAGS", help="flags for every server started, e.g. '--workers 4'")
     group.add_argument("--scenario", type=names, help="presets, comma-separated: " + ", ".join(PRESETS) + "; and "
                        + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(
                            SWEEPS["pingpong-sweep"].rates, SWEEPS["pingpong-sweep"].duration))

@@ -320,3 +320,30 @@ def test_connect_pace_spreads_the_connects_over_time(counting_server):
     # 200 connects at 400 a second: half a second, give or take a millisecond's catch-up.
     assert 0.45 <= figures["connect_phase_s"] < 3, figures["connect_phase_s"]
     assert figures["connect_rate"] <= 400 * 1.1
+
+
+def test_seconds_times_each_connection_instead_of_counting_messages(echo_server):
+    started = time.monotonic()
+    result = client("--port", str(echo_server()), "--clients", "4", "--connects", "1", "--seconds", "0.5",
+                    "--procs", "2", "--json")
+    assert result.returncode == 0, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] == 0 and figures["connections"] == 4 and figures["messages"] > 40
+    assert figures["messages"] == figures["expected"]
+    assert 0.5 <= figures["echo_s"] < 5  # each connection's exchanges, from its first to its close
+    assert time.monotonic() - started < 30
+
+
+def test_all_reports_what_each_worker_served_in_the_measured_runs_alone():
+    """Per worker, counted per measured run (SIGUSR1 around it): the warm-up is left out, the
+    connections add up, and SO_REUSEPORT's hash gives each of 2 workers at least a third of 300."""
+    result = client("--all", "--servers", "reuseport", "--server-args", "--workers 2", "--clients", "30",
+                    "--connects", "10", "--messages", "2", "--repeat", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    row = json.loads(result.stdout)["tables"][0]["rows"][0]
+    assert row["server"] == "echo_reuseport.py --workers 2" and not row["failed"]
+    conns = [worker[0] for worker in row["workers"]]
+    assert len(conns) == 2 and sum(conns) == 300 and min(conns) >= 100, conns
+    assert sum(worker[1] for worker in row["workers"]) >= 600  # two messages a connection, at least a chunk each
+    assert sum(worker[2] for worker in row["workers"]) == 600 * 32
+    assert row["even_share"] == 0.5 and 0.5 <= row["busiest_chunk_share"] <= 2 / 3

@@ -2,6 +2,7 @@
 import os
 import resource
 import signal
+import socket
 import time
 
 import pytest
@@ -197,3 +198,22 @@ def test_a_killed_worker_is_replaced(script, start_server):
         message = b"after %d" % n
         assert roundtrip(server, message) == (message, True)
     assert server.stop(signal.SIGTERM) == 0
+
+
+@pytest.mark.parametrize("script", sorted(POOL_SERVERS))
+def test_a_stopped_workers_connections_are_served_once_it_resumes(script, start_server):
+    server = start_server(script, "-q", "--workers", "2")
+    workers = wait_until(lambda: len(children_of(server.pid)) == 2 and children_of(server.pid))
+    assert workers
+    os.kill(workers[0], signal.SIGSTOP)
+    try:
+        socks = [server.connect() for _ in range(20)]  # some are handed to (or hashed to) the stopped one
+        for n, sock in enumerate(socks):
+            sock.sendall(b"while stopped %d" % n)
+        time.sleep(0.3)
+    finally:
+        os.kill(workers[0], signal.SIGCONT)
+    for n, sock in enumerate(socks):
+        with sock:
+            message = b"while stopped %d" % n
+            assert sock.recv(len(message), socket.MSG_WAITALL) == message  # nothing lost, in order

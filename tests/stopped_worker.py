@@ -1,0 +1,98 @@
+"""One worker stopped for a second while connections arrive on a schedule: who waits for it?
+
+    python3 tests/stopped_worker.py [--workers 2] [--rate 2000] [--stop 1.0] [--markdown FILE] [SERVER ...]
+
+For each server (default: the process servers that have a pool of workers, and
+echo_shared_socket.py with each --accept choice), start it (--port 0 -q --workers N),
+run client.py's open loop against it (--rate R for 4 s, one exchange per connection,
+every echo verified), and one second in stop its first worker with SIGSTOP for --stop
+seconds, then SIGCONT. A connection handed to the stopped worker waits for it; the
+response time counts from the connection's scheduled start, so the wait shows. Printed
+as a Markdown table: connections, errors, p50/p99/max response time, and how many
+responses took 100 ms or more, and 1 s or more. Every wait is bounded;
+each server is stopped (its process group) whatever happens."""
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import ROOT, Server, children_of, wait_until  # noqa: E402
+
+DURATION = 4.0  # seconds of arrivals
+STOP_AT = 1.0  # seconds into the arrivals
+RUNS = [("echo_shared_socket.py", ("--accept", "all")), ("echo_shared_socket.py", ("--accept", "one")),
+        ("echo_shared_socket.py", ("--accept", "exclusive")), ("echo_reuseport.py", ()),
+        ("echo_prefork.py", ()), ("echo_selectors_process.py", ())]
+
+
+def one_run(script, extra, workers, rate, stop):
+    """The open-loop figures (client.py --json) of one run with a worker stopped meanwhile."""
+    with tempfile.TemporaryDirectory() as folder:
+        server = Server(script, folder, ["-q", "--workers", str(workers), *extra])
+        try:
+            server.wait_for_port()
+            pool = wait_until(lambda: len(children_of(server.pid)) == workers and children_of(server.pid))
+            if not pool:
+                return {"failed": "its workers did not start"}
+            client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port),
+                                       "--rate", str(rate), "--duration", str(DURATION), "--procs", "1", "--json"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                      start_new_session=True)
+            try:
+                time.sleep(STOP_AT)
+                os.kill(pool[0], signal.SIGSTOP)
+                time.sleep(stop)
+                os.kill(pool[0], signal.SIGCONT)
+                out, err = client.communicate(timeout=DURATION + 60)
+            finally:
+                if client.poll() is None:
+                    os.killpg(client.pid, signal.SIGKILL)
+                    client.wait()
+            if not out.strip():
+                return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
+            return json.loads(out)
+        finally:
+            server.kill()
+
+
+def row(name, r):
+    if "failed" in r:
+        return "| {} | failed: {} |{}".format(name, r["failed"], " |" * 6)
+    return "| {} | {:,} of {:,} | {} | {:.1f} | {:.0f} | {:.0f} | {:,} | {:,} |".format(
+        name, r["connections"], r["scheduled"], r["errors"], r["p50_ms"], r["p99_ms"], r["max_ms"],
+        r["responses_over_100ms"], r["responses_over_1s"])
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("servers", nargs="*", help="e.g. echo_reuseport.py (default: all in the table)")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--rate", type=int, default=2000, help="new connections a second")
+    parser.add_argument("--stop", type=float, default=1.0, help="seconds the worker stays stopped")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table here")
+    args = parser.parse_args()
+    if not 0 < args.stop < DURATION - STOP_AT:
+        parser.error("--stop must end before the arrivals do ({:g} s)".format(DURATION - STOP_AT))
+    runs = [run for run in RUNS if not args.servers or run[0] in args.servers]
+    lines = ["{} workers, {:,} connections/s for {:g} s (one exchange each); worker 1 stopped (SIGSTOP) "
+             "{:g} s in, for {:g} s.".format(args.workers, args.rate, DURATION, STOP_AT, args.stop), "",
+             "| server | replies | errors | p50 ms | p99 ms | max ms | responses >= 100 ms | responses >= 1 s |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    print("\n".join(lines), flush=True)
+    for script, extra in runs:
+        line = row(" ".join([script, "--workers", str(args.workers), *extra]),
+                   one_run(script, extra, args.workers, args.rate, args.stop))
+        print(line, flush=True)
+        lines.append(line)
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
