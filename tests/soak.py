@@ -154,8 +154,9 @@ class Load:
         threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(self.threads)]
         for thread in threads:
             thread.start()
+        end = deadline + TIMEOUT * 3  # a connection that began before the deadline may take its timeouts
         for thread in threads:
-            thread.join(max(0.0, deadline - time.monotonic()) + TIMEOUT * 3)
+            thread.join(max(0.0, end - time.monotonic()))
         return not any(thread.is_alive() for thread in threads) and next(numbers, None) is None
 
 
