@@ -8,8 +8,8 @@ import soak
 from helpers import SERVERS
 
 # Measured on 2 cores, Pythons 3.9-3.13, with these counts: the servers that stay flat grew
-# at most 0.35 MiB; a leak of 0.8 KB/connection grows 2.3 MiB. About 2.5 s a server, 12 s for
-# echo_fork.py (a fork per connection): 35-40 s in all.
+# at most 0.35 MiB; a leak of 0.8 KB/connection grows 2.3 MiB. About 2 s a server, 9 s for
+# echo_fork.py (a fork per connection): 30-40 s in all.
 WARMUP = 1500  # thread stacks, arenas, caches: what a server keeps once it has met the mix
 CONNECTIONS = 3000  # then measured
 MAX_GROWTH_KIB = 1024  # the bound for 9,000 connections, here over 3,000
