@@ -33,10 +33,11 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
-    def __init__(self, script, folder, args=(), rlimits=None, prelude=None):
+    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None):
+        """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out."""
         self.script = script
         copy = Path(folder) / script
-        shutil.copy(ROOT / script, copy)  # proves the file runs alone
+        shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
         self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
         def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
             for which, soft in (rlimits or {}).items():
