@@ -82,6 +82,9 @@ async def send_recv(sock):
                 await loop.sock_sendall(sock, data)
         except OSError as e:  # a reset or vanished client ends only its own connection
             log("[FD:{}]Error:{}", fd, e.strerror)
+            # asyncio keeps this exception (a future, the reader), and its traceback this frame
+            # with its last chunk: a cycle that lasts until the next full garbage collection.
+            e.__traceback__ = None
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----

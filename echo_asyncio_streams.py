@@ -57,6 +57,9 @@ async def send_recv(reader, writer):
             await writer.drain()  # waits while the client is slow to read
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
+        # asyncio keeps this exception (a future, the reader), and its traceback this frame
+        # with its last chunk: a cycle that lasts until the next full garbage collection.
+        e.__traceback__ = None
     finally:
         writer.close()
 

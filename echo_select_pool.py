@@ -33,7 +33,10 @@ send_queue = queue.Queue()  # (client, chunk) for the sender threads (the articl
 sent_back = collections.deque()  # clients whose chunk has been sent, to read again
 waker_r, waker_w = socket.socketpair()  # a sender writes a byte to wake select()
 waker_w.setblocking(False)
-buffer = memoryview(bytearray(BUFSIZE))  # what the select() loop reads into
+# Buffers the senders have finished with, read into again: a fresh 64 KiB object per recv(),
+# shrunk, then freed by another thread, fragments the heap (see RESULTS.md). There are only ever
+# as many as chunks in flight, one per client at most.
+spare_buffers = []
 
 
 def accept_loop(server_sock):
@@ -82,16 +85,16 @@ def accept_clients(server_sock, descriptors):
 def recv(sock):
     """One chunk from a client; b"" once it has closed or failed."""
     fd = sock.fileno()
+    buffer = spare_buffers.pop() if spare_buffers else bytearray(BUFSIZE)
     try:
-        # Read into the loop's one buffer and queue an exact copy: a fresh 64 KiB object per
-        # recv(), shrunk and freed by another thread, fragments the heap (see RESULTS.md).
-        data = bytes(buffer[:sock.recv_into(buffer)])
-        if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
-            log("[FD:{}]Recv:EOF", fd)
-        return data
+        data = memoryview(buffer)[:sock.recv_into(buffer)]
+        if data:
+            return data  # the sender gives its buffer back
+        log("[FD:{}]Recv:EOF", fd)  # The article compared with '' (str), so it never saw EOF.
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
-        return b""
+    spare_buffers.append(buffer)
+    return b""
 
 
 def send_thread():
@@ -99,7 +102,7 @@ def send_thread():
     ident = threading.get_ident()
     while True:
         sock, data = send_queue.get()
-        log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, data[:LOG_BYTES])
+        log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, bytes(data[:LOG_BYTES]))
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         try:
             sock.sendall(data)  # the article's send() could send only part of it
@@ -107,6 +110,8 @@ def send_thread():
             log("[FD:{}]<{}>Error:{}", sock.fileno(), ident, e.strerror)
             sock.close()  # out of the read set while here: nobody else holds it
             continue
+        finally:
+            spare_buffers.append(data.obj)
         sent_back.append(sock)
         with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
             waker_w.send(b"\0")
