@@ -707,18 +707,36 @@ def combine(parts, w):
 
 def connect_figures(parts, start):
     """What the connects took: p50, p99 and max from connect() to connected; how many
-    waited on a SYN retry; and the rate of the others, connections a second from start
-    to the last of them: the server's accept rate, apart from the retries' waits."""
+    waited on a SYN retry; and the rate of the others: connections a second from start
+    to the last of them connected, less the time when only retried connects were in
+    progress (every slot waiting on a retry): the server's accept rate, apart from the
+    retries' waits."""
     took, at = array.array("d"), array.array("d")
     for part in parts:
         took.frombytes(part["connect_times"])
         at.frombytes(part["connected_at"])
-    prompt = [when for seconds, when in zip(took, at) if seconds < SYN_RETRY]
+    prompt = [(when - seconds, when) for seconds, when in zip(took, at) if seconds < SYN_RETRY]
+    retried = [(when - seconds, when) for seconds, when in zip(took, at) if seconds >= SYN_RETRY]
     ordered = sorted(took)
-    span = max(prompt) - start if prompt else 0.0
+    end = max(when for _, when in prompt) if prompt else start
+    span = end - start - stalled(prompt, retried, start, end)
     return {"connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
-            "connect_max_ms": ordered[-1] * 1000 if ordered else None, "syn_retries": len(took) - len(prompt),
+            "connect_max_ms": ordered[-1] * 1000 if ordered else None, "syn_retries": len(retried),
             "connect_rate": len(prompt) / span if span > 0 else None}
+
+
+def stalled(prompt, retried, start, end):
+    """Seconds from start to end during which some connect waited on a retry and no
+    other was in progress: [(began, connected), ...] each."""
+    events = sorted([(t, 1, 0) for t, _ in prompt] + [(t, -1, 0) for _, t in prompt]
+                    + [(t, 0, 1) for t, _ in retried] + [(t, 0, -1) for _, t in retried])
+    stall, last, in_prompt, in_retry = 0.0, start, 0, 0
+    for t, prompt_change, retry_change in events:
+        t = min(max(t, start), end)
+        if in_retry and not in_prompt:
+            stall += t - last
+        last, in_prompt, in_retry = t, in_prompt + prompt_change, in_retry + retry_change
+    return stall
 
 
 def combine_open(parts, w):
@@ -1203,7 +1221,8 @@ def table_markdown(table):
     if w.hold:
         lines += ["All connections opened ({} connects in flight) and held, then the messages; msgs/s and MB/s "
                   "are over the echo phase. A connect of {:g} s or more waited on a SYN retry (the server's listen "
-                  "queue was full); connects/s counts the others, from the start to the last of them connected. "
+                  "queue was full); connects/s counts the others, over the connect phase less the time when only "
+                  "retried connects were in progress. "
                   "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
                   .format(w.connecting, SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
     lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | accepts per worker |",

@@ -320,3 +320,13 @@ def test_connect_pace_spreads_the_connects_over_time(counting_server):
     # 200 connects at 400 a second: half a second, give or take a millisecond's catch-up.
     assert 0.45 <= figures["connect_phase_s"] < 3, figures["connect_phase_s"]
     assert figures["connect_rate"] <= 400 * 1.1
+
+
+def test_the_connect_rate_leaves_out_the_time_only_retries_were_waiting():
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    prompt = [(0.0, 0.1), (1.1, 1.2)]  # (connect() called, connected)
+    retried = [(0.05, 1.1)]  # waited on a SYN retry: from 0.1 to 1.1 nothing else was connecting
+    assert module.stalled(prompt, retried, 0.0, 1.2) == pytest.approx(1.0)
+    assert module.stalled(prompt, [], 0.0, 1.2) == 0.0
+    assert module.stalled([(0.0, 1.2)], retried, 0.0, 1.2) == 0.0, "a prompt connect in progress: no stall"
