@@ -347,3 +347,13 @@ def test_all_reports_what_each_worker_served_in_the_measured_runs_alone():
     assert sum(worker[1] for worker in row["workers"]) >= 600  # two messages a connection, at least a chunk each
     assert sum(worker[2] for worker in row["workers"]) == 600 * 32
     assert row["even_share"] == 0.5 and 0.5 <= row["busiest_chunk_share"] <= 2 / 3
+
+
+def test_the_connect_rate_leaves_out_the_time_only_retries_were_waiting():
+    sys.path.insert(0, str(ROOT))
+    import client as module
+    prompt = [(0.0, 0.1), (1.1, 1.2)]  # (connect() called, connected)
+    retried = [(0.05, 1.1)]  # waited on a SYN retry: from 0.1 to 1.1 nothing else was connecting
+    assert module.stalled(prompt, retried, 0.0, 1.2) == pytest.approx(1.0)
+    assert module.stalled(prompt, [], 0.0, 1.2) == 0.0
+    assert module.stalled([(0.0, 1.2)], retried, 0.0, 1.2) == 0.0, "a prompt connect in progress: no stall"
