@@ -27,14 +27,13 @@ import os
 import platform
 import random
 import socket
-import struct
 import sys
 import tempfile
 import threading
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import PROCESS_SERVERS, Server, group_pids, wait_until  # noqa: E402
+from helpers import PROCESS_SERVERS, Server, group_pids, reset, wait_until  # noqa: E402
 
 TIMEOUT = 10.0  # the bound on any one socket operation
 THREADS = {"echo_simple.py": 2}  # one client at a time: more threads only wait in its backlog of 5
@@ -54,11 +53,6 @@ def recv_exactly(sock, size):
             break
         received += data
     return bytes(received)
-
-
-def reset(sock):
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
 
 
 def half_close_and_eof(sock):
