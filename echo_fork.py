@@ -64,11 +64,11 @@ def start_worker(server_sock, sock, address):
         log("Fork:{}: connection shed", e.strerror)
         pid = None
     if pid == 0:
-        log_prefix = "[PID:{}]".format(os.getpid())
-        server_sock.close()
-        # Logged here, not in the parent: the child could serve a quick client first.
-        log("Accept:{}:{}", *address[:2])
         try:
+            log_prefix = "[PID:{}]".format(os.getpid())
+            server_sock.close()
+            # Logged here, not in the parent: the child could serve a quick client first.
+            log("Accept:{}:{}", *address[:2])
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             send_recv_loop(sock)
         except KeyboardInterrupt:
@@ -194,12 +194,15 @@ def finished_children():
     """Reap every child that has ended (the article never did: zombies piled up), and
     say which: [(pid, status, the arguments it was started with), ...]."""
     ended = []
-    with contextlib.suppress(ChildProcessError):  # no child left at all
-        while children:
+    while children:
+        try:
             pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                break  # the others are still running
-            ended.append((pid, status, children.pop(pid, ())))
+        except ChildProcessError:  # no child left at all: any still listed was reaped already
+            children.clear()
+            break
+        if pid == 0:
+            break  # the others are still running
+        ended.append((pid, status, children.pop(pid, ())))
     return ended
 
 

@@ -102,9 +102,9 @@ def send_thread():
     ident = threading.get_ident()
     while True:
         sock, data = send_queue.get()
-        log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, bytes(data[:LOG_BYTES]))
-        sum(range(WORK))  # --work: the CPU cost of handling a chunk
         try:
+            log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, bytes(data[:LOG_BYTES]))
+            sum(range(WORK))  # --work: the CPU cost of handling a chunk
             sock.sendall(data)  # the article's send() could send only part of it
         except OSError as e:  # a reset or vanished client ends only its own connection
             log("[FD:{}]<{}>Error:{}", sock.fileno(), ident, e.strerror)

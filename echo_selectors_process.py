@@ -20,6 +20,7 @@ import signal
 import socket
 import sys
 import time
+import traceback
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
@@ -74,13 +75,14 @@ def accept_clients(server_sock):
             log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
             try:
                 socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-            except OSError as e:  # that worker just died: this client is shed
+            except OSError as e:  # that worker died, or is not reading: this client is shed
                 log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
 
 
 def start_worker(server_sock):
     """Fork a worker fed by a Unix socket: the acceptor keeps channel, the worker worker_end."""
     channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    channel.setblocking(False)  # a worker that stops reading sheds clients, never stalls the acceptor
     with worker_end:
         if fork_worker(worker_loop, server_sock, channel, worker_end):
             return True
@@ -155,8 +157,8 @@ FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
-accepted = 0  # connections this worker took: it reports the count when it stops
-tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served since its last report
+tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served: connections, chunks, bytes
+reported = dict(tally)  # the tally at its last report (SIGUSR1): only report_served() writes it
 
 
 def log(fmt, *args):
@@ -258,8 +260,6 @@ def start_listening(args):
 
 def counted(connection):
     """Count a connection this worker took, and pass it on (the spread across workers)."""
-    global accepted
-    accepted += 1
     tally["accepted"] += 1
     return connection
 
@@ -272,11 +272,14 @@ def served(data):
 
 
 def report_served(signum, frame):
-    """SIGUSR1: print what this worker served since its last report, and count from 0 again.
-    client.py sends it to every worker before and after a measured run: the spread per run."""
-    print("{}Served:accepted={accepted} chunks={chunks} bytes={bytes}\n".format(log_prefix, **tally),
-          end="", file=sys.stderr, flush=True)
-    tally.update(accepted=0, chunks=0, bytes=0)
+    """SIGUSR1: print what this worker served since its last report. client.py sends it to
+    every worker before and after a measured run: the spread per run. The tally is never
+    reset (a handler that ran inside `tally[k] += n` would lose the reset): the report is
+    the difference."""
+    print("{}Served:accepted={} chunks={} bytes={}\n".format(
+        log_prefix, *(tally[k] - reported[k] for k in ("accepted", "chunks", "bytes"))),
+        end="", file=sys.stderr, flush=True)
+    reported.update(tally)
 
 
 def fork_worker(serve, *args):
@@ -295,8 +298,9 @@ def fork_worker(serve, *args):
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return False
     if pid == 0:
-        log_prefix = "[PID:{}]".format(os.getpid())
+        status = 0
         try:
+            log_prefix = "[PID:{}]".format(os.getpid())
             signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
             for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
                 signal.signal(signum, signal.default_int_handler)
@@ -304,9 +308,12 @@ def fork_worker(serve, *args):
             serve(*args)
         except KeyboardInterrupt:
             # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, accepted), end="", file=sys.stderr, flush=True)
+            print("{}Accepted:{}\n".format(log_prefix, tally["accepted"]), end="", file=sys.stderr, flush=True)
+        except Exception:  # a bug: say where, not silently; the parent starts another worker
+            traceback.print_exc()
+            status = 1
         finally:
-            os._exit(0)
+            os._exit(status)
     children[pid] = args
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return True
@@ -316,12 +323,15 @@ def finished_children():
     """Reap every child that has ended (the article never did: zombies piled up), and
     say which: [(pid, status, the arguments it was started with), ...]."""
     ended = []
-    with contextlib.suppress(ChildProcessError):  # no child left at all
-        while children:
+    while children:
+        try:
             pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                break  # the others are still running
-            ended.append((pid, status, children.pop(pid, ())))
+        except ChildProcessError:  # no child left at all: any still listed was reaped already
+            children.clear()
+            break
+        if pid == 0:
+            break  # the others are still running
+        ended.append((pid, status, children.pop(pid, ())))
     return ended
 
 
