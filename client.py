@@ -944,9 +944,10 @@ class RunningServer:
 
     def reported(self):
         """Every '[PID:n]Served:accepted=A chunks=C bytes=B' line so far, as (n, (A, C, B))."""
-        self.err.seek(0)
+        # pread, not seek and read: the server writes through the same file offset.
+        fd = self.err.fileno()
         found = []
-        for line in self.err.read().decode(errors="replace").splitlines():
+        for line in os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace").splitlines():
             pid, _, counts = line.partition("]Served:")
             if counts and pid.startswith("[PID:"):
                 found.append((int(pid[5:]), tuple(int(field.split("=")[1]) for field in counts.split())))
