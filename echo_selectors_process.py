@@ -71,18 +71,22 @@ def accept_clients(server_sock):
             shed_connection(server_sock, e)
             return
         with new_sock:  # the worker gets its own copy of the descriptor
-            pid, (_, channel, _) = list(children.items())[next(turn) % len(children)]
-            log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
-            try:
-                socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-            except OSError as e:  # that worker died, or is not reading: this client is shed
-                log("[PID:{}]Send:{}: connection shed", pid, e.strerror)
+            for _ in range(len(children)):  # in turn; one that died or stopped reading is passed over
+                pid, (_, channel, _) = list(children.items())[next(turn) % len(children)]
+                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
+                try:
+                    socket.send_fds(channel, [b"c"], [new_sock.fileno()])
+                    break
+                except OSError as e:
+                    log("[PID:{}]Send:{}: trying the next worker", pid, e.strerror)
+            else:
+                log("Accept:{}:{}: connection shed, no worker takes it", *address[:2])
 
 
 def start_worker(server_sock):
     """Fork a worker fed by a Unix socket: the acceptor keeps channel, the worker worker_end."""
     channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    channel.setblocking(False)  # a worker that stops reading sheds clients, never stalls the acceptor
+    channel.setblocking(False)  # a worker that stops reading is passed over, never stalls the acceptor
     with worker_end:
         if fork_worker(worker_loop, server_sock, channel, worker_end):
             return True

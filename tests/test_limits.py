@@ -1,6 +1,7 @@
 """Servers at the edge of their resources: descriptors, threads, FD_SETSIZE, dead children."""
 import os
 import resource
+import select
 import signal
 import socket
 import time
@@ -217,3 +218,30 @@ def test_a_stopped_workers_connections_are_served_once_it_resumes(script, start_
         with sock:
             message = b"while stopped %d" % n
             assert sock.recv(len(message), socket.MSG_WAITALL) == message  # nothing lost, in order
+
+
+def test_the_acceptor_passes_over_a_worker_that_stopped_reading(start_server):
+    """echo_selectors_process.py: once a stopped worker's channel is full (a few hundred
+    descriptors), its turns go to the next worker instead of shedding the clients."""
+    server = start_server("echo_selectors_process.py", "--workers", "2")  # logged: "shed" must not appear
+    workers = wait_until(lambda: len(children_of(server.pid)) == 2 and children_of(server.pid))
+    assert workers
+    os.kill(workers[0], signal.SIGSTOP)
+    try:
+        socks = open_connections(server, 800)  # more than twice what a channel holds
+        assert len(socks) == 800
+        poller = select.poll()
+        for sock in socks:
+            poller.register(sock, select.POLLIN)
+        deadline = time.monotonic() + 10
+        ready = set()
+        while len(ready) <= len(socks) // 2 and time.monotonic() < deadline:
+            ready.update(fd for fd, _ in poller.poll(100))
+        # Dealt in turn alone, half would wait for the stopped worker (or be shed once its channel is full).
+        assert len(ready) > len(socks) // 2, "the running worker takes the stopped one's turns"
+    finally:
+        os.kill(workers[0], signal.SIGCONT)
+    assert all(answered(sock) for sock in socks), "nothing shed: the stopped worker's clients served on resume"
+    for sock in socks:
+        sock.close()
+    assert "trying the next worker" in server.stdout() and "connection shed" not in server.stdout()
