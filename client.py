@@ -31,6 +31,7 @@ import os
 import platform
 import resource
 import select
+import shlex
 import signal
 import socket
 import statistics
@@ -1295,7 +1296,7 @@ COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"),
 
 def markdown(tables, sweeps=(), ceiling=None):
     """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
-    lines = ["Measured by `{}` on {}.".format(" ".join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
+    lines = ["Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         lines += table_markdown(table)
     lines += sweeps_markdown(sweeps, tables, ceiling)
