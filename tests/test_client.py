@@ -162,6 +162,7 @@ class Counting:
         self.sock.listen(backlog)
         self.sock.setblocking(False)
         self.port, self.open, self.most = self.sock.getsockname()[1], 0, 0
+        self.peers = set()  # the source addresses it accepted from
         self.stopping, self.pause = False, pause
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
@@ -177,7 +178,8 @@ class Counting:
                 if key.fileobj is self.sock:
                     try:
                         while True:
-                            conn, _ = self.sock.accept()
+                            conn, peer = self.sock.accept()
+                            self.peers.add(peer[0])
                             selector.register(conn, selectors.EVENT_READ)
                             self.open += 1
                             self.most = max(self.most, self.open)
@@ -357,3 +359,15 @@ def test_the_connect_rate_leaves_out_the_time_only_retries_were_waiting():
     assert module.stalled(prompt, retried, 0.0, 1.2) == pytest.approx(1.0)
     assert module.stalled(prompt, [], 0.0, 1.2) == 0.0
     assert module.stalled([(0.0, 1.2)], retried, 0.0, 1.2) == 0.0, "a prompt connect in progress: no stall"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: the whole of 127/8 is the loopback")
+def test_connections_to_the_loopback_take_their_source_addresses_in_turn(counting_server):
+    """One source address runs short of local ports past about 14,000 new connections a second
+    (SOURCES in client.py): against 127.x each connection takes the next of 16 source addresses."""
+    server = counting_server(backlog=128)
+    result = client("--port", str(server.port), "--clients", "8", "--connects", "4", "--messages", "1",
+                    "--procs", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["errors"] == 0
+    assert server.peers == {"127.0.0.%d" % n for n in range(1, 17)}
