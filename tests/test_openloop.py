@@ -6,7 +6,9 @@ its capacity is set by how long it stays busy per connection), or asks client.py
 """
 import json
 import os
+import shlex
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -14,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, TIMEOUT, client, echo_processes
+from helpers import ROOT, RUN, TIMEOUT, client, echo_processes
 
 
 class OneAtATime:
@@ -276,3 +278,20 @@ def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_ear
             assert began >= c.scheduled, "no connection starts before its scheduled time"
         slots = {c.scheduled for c, _ in engine.started}
         assert len(slots) == round(duration * 1000), "one wake-up's worth of connections per millisecond"
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to two cores")
+def test_the_pinned_sweep_gives_the_server_a_core_and_measures_the_clients_ceiling():
+    """tests/pinned_sweep.py: the client's ceiling row (against any echo server command), then one
+    row per server, each swept with the server on core 0 and the client on the others."""
+    ceiling = shlex.join([sys.executable, str(ROOT / "echo_epoll.py")])
+    result = subprocess.run([sys.executable, str(ROOT / "tests" / "pinned_sweep.py"), "--rates", "500:1000:500",
+                             "--ceiling", ceiling, "echo_selectors.py"],
+                            capture_output=True, text=True, timeout=TIMEOUT * 12,
+                            env=dict(os.environ, ECHO_TESTS_RUN=RUN))  # marks its servers: see echo_processes()
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
+    assert len(rows) == 2, result.stdout
+    assert rows[0].startswith("| the client's ceiling: ") and "| at least 1,000 |" in rows[0], rows
+    assert rows[1].startswith("| echo_selectors.py | at least 1,000 |") and rows[1].endswith("| yes |"), rows
+    assert not echo_processes()

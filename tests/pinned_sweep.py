@@ -1,0 +1,145 @@
+"""Each server on one core, the client on the other: open-loop knees that are the servers' own.
+
+    python3 tests/pinned_sweep.py [--rates 4000:50000:2000] [--markdown FILE] [--ceiling CMD] [SERVER ...]
+
+`client.py --all --scenario pingpong-sweep` lets client and server share the machine's cores,
+so on 2 cores most knees meet where the two together fill both (the client's ceiling there).
+This pins each server, with every process it starts, to core 0 and client.py (--procs 1) to
+the other cores, then sweeps the open loop against it (one exchange of 32 B per connection,
+1 s a step, every echo verified; the knee rule of client.py). Every server gets the same one
+core, so its knee is what that core lets it do. With --ceiling, the client's own ceiling is
+measured the same way first, against CMD (any echo server that prints "Server Run Port:N" as
+its first line, e.g. a small C one, run with "--port 0" added): a knee that reaches it is the
+client's, not the server's. Default servers: those whose knee in --all met the client's ceiling.
+Every wait is bounded; each server is stopped (its process group) whatever happens."""
+import argparse
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from helpers import ROOT, SERVERS, TIMEOUT, Server, wait_until  # noqa: E402
+
+SERVER_CORE = {0}
+SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
+PIN = "import os; os.sched_setaffinity(0, {!r})".format(SERVER_CORE)  # run in the server before its script
+
+
+def client_cores():
+    return set(os.sched_getaffinity(0)) - SERVER_CORE
+
+
+def sweep(port, rates):
+    """client.py's open-loop sweep (--json) against port, pinned to the client's cores."""
+    steps = len(range(*map(int, rates.split(":")))) + 1
+    proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--rate", rates,
+                             "--duration", "1", "--procs", "1", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            preexec_fn=lambda: os.sched_setaffinity(0, client_cores()))
+    try:
+        out, err = proc.communicate(timeout=steps * 30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    if not out.strip():
+        return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
+    return json.loads(out)
+
+
+def sweep_script(script, rates):
+    with tempfile.TemporaryDirectory() as folder:
+        server = Server(script, folder, ["-q"], prelude=PIN)
+        try:
+            server.wait_for_port()
+            return sweep(server.port, rates)
+        finally:
+            server.kill()
+
+
+def sweep_command(command, rates):
+    with tempfile.NamedTemporaryFile() as out:
+        proc = subprocess.Popen(shlex.split(command) + ["--port", "0"], stdout=out, stderr=subprocess.DEVNULL,
+                                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, SERVER_CORE))
+        printed = Path(out.name).read_bytes
+        try:
+            if not wait_until(lambda: b"\n" in printed() or proc.poll() is not None):
+                return {"failed": "it printed no port in {:g} s".format(TIMEOUT)}
+            line = printed().decode(errors="replace").split("\n", 1)[0]
+            if "Port:" not in line:
+                return {"failed": "its first line was {!r}".format(line)}
+            return sweep(int(line.rsplit(":", 1)[1]), rates)
+        finally:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
+
+
+def client_side(step):
+    """The client's own failures at a step (no local port, no descriptor), never the server's errors."""
+    ports, fds = step.get("client_ports_exhausted", 0), step.get("client_descriptors_exhausted", 0)
+    return "".join(", {:,} {}".format(n, what) for n, what in ((ports, "without a local port"),
+                                                               (fds, "without a client descriptor")) if n)
+
+
+def row(name, r, ceiling=None):
+    if r.get("failed") or "knee" not in r:
+        return "| {} | failed: {} | | | |".format(name, r.get("failed"))
+    steps = {step["offered_rate"]: step for step in r["steps"]}
+    knee = r["knee"]
+    if knee is None:
+        text = "below {:,}".format(r["steps"][0]["offered_rate"])
+    elif r["knee_at_top"] or (ceiling and knee >= ceiling):
+        text = "at least {:,}".format(knee)
+    else:
+        text = "{:,}".format(knee)
+    past = [s for s in r["steps"] if knee is None or s["offered_rate"] > knee]
+    first_miss = past[0] if past else None
+    # The steps that decide the knee: up to the first past it.
+    deciding = [s for s in r["steps"] if first_miss is None or s["offered_rate"] <= first_miss["offered_rate"]]
+    behind = any(not s["kept_schedule"] for s in deciding)
+    return "| {} | {} | {} | {} | {} |".format(
+        name, text, "{:.1f}".format(steps[knee]["p99_ms"]) if knee else "",
+        "" if first_miss is None else "{:,}: {:,.0f} replies/s, p99 {:,.0f} ms, {:,} errors{}".format(
+            first_miss["offered_rate"], first_miss["reply_rate"], first_miss["p99_ms"] or 0, first_miss["errors"],
+            client_side(first_miss)),
+        "no" if behind else "yes")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("servers", nargs="*", help="e.g. echo_epoll.py (default: all but " + ", ".join(sorted(SLOW)) + ")")
+    parser.add_argument("--rates", default="4000:50000:2000", help="as client.py --rate A:B:STEP takes them")
+    parser.add_argument("--ceiling", metavar="CMD", help="an echo server command for the client's own ceiling")
+    parser.add_argument("--markdown", metavar="FILE", help="also write the table here")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2:
+        parser.error("needs two cores or more: one for the server, the rest for the client")
+    scripts = args.servers or [s for s in SERVERS if s not in SLOW]
+    lines = ["Each server pinned to core 0, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
+             "1 s a step, one exchange of 32 B each.".format(",".join(map(str, sorted(client_cores()))), args.rates),
+             "", "| server | knee connections/s | p99 ms at the knee | the next step | client kept its schedule |",
+             "|---|---:|---:|---|---|"]
+    print("\n".join(lines), flush=True)
+    ceiling = None
+    if args.ceiling:
+        r = sweep_command(args.ceiling, args.rates)
+        ceiling = r.get("knee")
+        lines.append(row("the client's ceiling: " + Path(shlex.split(args.ceiling)[0]).name, r))
+        print(lines[-1], flush=True)
+    for script in scripts:
+        lines.append(row(script, sweep_script(script, args.rates), ceiling))
+        print(lines[-1], flush=True)
+    if args.markdown:
+        Path(args.markdown).write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()
