@@ -1,4 +1,5 @@
 """What the tests share: starting a server, talking to it, and looking at its processes."""
+import json
 import os
 import resource
 import shutil
@@ -233,3 +234,20 @@ def echoes(server, payload):
         return roundtrip(server, payload) == (payload, True)
     except OSError:
         return False
+
+
+def client_figures(proc, timeout, meanwhile=None):
+    """What a `client.py ... --json` started with Popen (in a session of its own) prints:
+    meanwhile() runs first, while it measures; past timeout, or if anything fails, its
+    process group is killed. {"failed": why} when it printed nothing."""
+    try:
+        if meanwhile:
+            meanwhile()
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    if not out.strip():
+        return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
+    return json.loads(out)

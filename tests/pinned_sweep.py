@@ -13,7 +13,6 @@ its first line, e.g. a small C one, run with "--port 0" added): a knee that reac
 client's, not the server's. Default servers: those whose knee in --all met the client's ceiling.
 Every wait is bounded; each server is stopped (its process group) whatever happens."""
 import argparse
-import json
 import os
 import shlex
 import signal
@@ -23,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import ROOT, SERVERS, TIMEOUT, Server, wait_until  # noqa: E402
+from helpers import ROOT, SERVERS, TIMEOUT, Server, client_figures, wait_until  # noqa: E402
 
 SERVER_CORE = {0}
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
@@ -41,15 +40,7 @@ def sweep(port, rates):
                              "--duration", "1", "--procs", "1", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
                             preexec_fn=lambda: os.sched_setaffinity(0, client_cores()))
-    try:
-        out, err = proc.communicate(timeout=steps * 30)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    if not out.strip():
-        return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
-    return json.loads(out)
+    return client_figures(proc, steps * 30)
 
 
 def sweep_script(script, rates):

@@ -12,7 +12,6 @@ as a Markdown table: connections, errors, p50/p99/max response time, and how man
 responses took 100 ms or more, and 1 s or more. Every wait is bounded;
 each server is stopped (its process group) whatever happens."""
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -22,7 +21,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import ROOT, Server, children_of, wait_until  # noqa: E402
+from helpers import ROOT, Server, children_of, client_figures, wait_until  # noqa: E402
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals
@@ -44,19 +43,14 @@ def one_run(script, extra, workers, rate, stop):
                                        "--rate", str(rate), "--duration", str(DURATION), "--procs", "1", "--json"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True)
-            try:
+
+            def stop_a_worker():
                 time.sleep(STOP_AT)
                 os.kill(pool[0], signal.SIGSTOP)
                 time.sleep(stop)
                 os.kill(pool[0], signal.SIGCONT)
-                out, err = client.communicate(timeout=DURATION + 60)
-            finally:
-                if client.poll() is None:
-                    os.killpg(client.pid, signal.SIGKILL)
-                    client.wait()
-            if not out.strip():
-                return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
-            return json.loads(out)
+
+            return client_figures(client, DURATION + 60, meanwhile=stop_a_worker)
         finally:
             server.kill()
 
