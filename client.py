@@ -215,7 +215,8 @@ class Engine:
         self.family, self.sockaddr = address
         loopback = (sys.platform.startswith("linux") and self.family == socket.AF_INET
                     and self.sockaddr[0].startswith("127."))
-        self.sources = itertools.cycle(["127.0.0.{}".format(n) for n in range(1, SOURCES + 1)]) if loopback else None
+        addresses = ["127.0.0.{}".format(n) for n in range(1, SOURCES + 1)]
+        self.sources = itertools.cycle(addresses) if loopback and binds_any(addresses[-1]) else None
         self.size, self.per_connection = w.size, w.messages
         self.seconds = w.seconds  # a timed connection ends its exchanges this long after its first
         self.timeout, self.connect_timeout = w.timeout, w.connect_timeout
@@ -582,6 +583,18 @@ class OpenLoop:
 
     def finish(self):
         self.times.update(started=self.n, behind=self.behind)
+
+
+def binds_any(address):
+    """Whether a socket may bind this loopback address with its port left to connect()
+    (an old kernel, or a sandbox, may refuse): if not, connections keep one source address."""
+    try:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.IPPROTO_IP, IP_BIND_ADDRESS_NO_PORT, 1)
+            sock.bind((address, 0))
+        return True
+    except OSError:
+        return False
 
 
 def run_worker(address, share, w, go, barrier, results):

@@ -240,14 +240,18 @@ def client_figures(proc, timeout, meanwhile=None):
     """What a `client.py ... --json` started with Popen (in a session of its own) prints:
     meanwhile() runs first, while it measures; past timeout, or if anything fails, its
     process group is killed. {"failed": why} when it printed nothing."""
+    out = err = ""
     try:
         if meanwhile:
             meanwhile()
         out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": "client.py did not finish in {:g} s".format(timeout)}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    if not out.strip():
-        return {"failed": "client.py printed nothing: " + err.strip()[-200:]}
-    return json.loads(out)
+    try:
+        return json.loads(out)
+    except ValueError:
+        return {"failed": "client.py printed no figures: " + err.strip()[-200:]}

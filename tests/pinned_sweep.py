@@ -4,7 +4,7 @@
 
 `client.py --all --scenario pingpong-sweep` lets client and server share the machine's cores,
 so on 2 cores most knees meet where the two together fill both (the client's ceiling there).
-This pins each server, with every process it starts, to core 0 and client.py (--procs 1) to
+This pins each server, with every process it starts, to the first core it may use, and client.py (--procs 1) to
 the other cores, then sweeps the open loop against it (one exchange of 32 B per connection,
 1 s a step, every echo verified; the knee rule of client.py). Every server gets the same one
 core, so its knee is what that core lets it do. With --ceiling, the client's own ceiling is
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helpers import ROOT, SERVERS, TIMEOUT, Server, client_figures, wait_until  # noqa: E402
 
-SERVER_CORE = {0}
+SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
 PIN = "import os; os.sched_setaffinity(0, {!r})".format(SERVER_CORE)  # run in the server before its script
 
@@ -33,9 +33,15 @@ def client_cores():
     return set(os.sched_getaffinity(0)) - SERVER_CORE
 
 
+def step_count(rates):
+    """How many steps A:B:STEP has (ValueError if it is not that)."""
+    low, high, step = (float(x) for x in rates.split(":"))
+    return int((high - low) // step) + 1
+
+
 def sweep(port, rates):
     """client.py's open-loop sweep (--json) against port, pinned to the client's cores."""
-    steps = len(range(*map(int, rates.split(":")))) + 1
+    steps = step_count(rates)
     proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--rate", rates,
                              "--duration", "1", "--procs", "1", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
@@ -80,6 +86,12 @@ def client_side(step):
                                                                (fds, "without a client descriptor")) if n)
 
 
+def client_bound(steps, knee):
+    """The first step past the knee failed on the client's side: the knee is not the server's."""
+    past = [s for s in steps if s["offered_rate"] > knee]
+    return bool(past) and (not past[0]["kept_schedule"] or bool(client_side(past[0])))
+
+
 def row(name, r, ceiling=None):
     if r.get("failed") or "knee" not in r:
         return "| {} | failed: {} | | | |".format(name, r.get("failed"))
@@ -87,7 +99,7 @@ def row(name, r, ceiling=None):
     knee = r["knee"]
     if knee is None:
         text = "below {:,}".format(r["steps"][0]["offered_rate"])
-    elif r["knee_at_top"] or (ceiling and knee >= ceiling):
+    elif r["knee_at_top"] or (ceiling and knee >= ceiling) or client_bound(r["steps"], knee):
         text = "at least {:,}".format(knee)
     else:
         text = "{:,}".format(knee)
@@ -113,9 +125,14 @@ def main():
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores or more: one for the server, the rest for the client")
+    try:
+        step_count(args.rates)
+    except ValueError:
+        parser.error("--rates takes A:B:STEP, as client.py --rate does for a sweep")
     scripts = args.servers or [s for s in SERVERS if s not in SLOW]
-    lines = ["Each server pinned to core 0, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
-             "1 s a step, one exchange of 32 B each.".format(",".join(map(str, sorted(client_cores()))), args.rates),
+    lines = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
+             "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
+                                                             args.rates),
              "", "| server | knee connections/s | p99 ms at the knee | the next step | client kept its schedule |",
              "|---|---:|---:|---|---|"]
     print("\n".join(lines), flush=True)

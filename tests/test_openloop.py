@@ -287,7 +287,7 @@ def test_the_pinned_sweep_gives_the_server_a_core_and_measures_the_clients_ceili
     ceiling = shlex.join([sys.executable, str(ROOT / "echo_epoll.py")])
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "pinned_sweep.py"), "--rates", "500:1000:500",
                              "--ceiling", ceiling, "echo_selectors.py"],
-                            capture_output=True, text=True, timeout=TIMEOUT * 12,
+                            capture_output=True, text=True, timeout=TIMEOUT * 30,
                             env=dict(os.environ, ECHO_TESTS_RUN=RUN))  # marks its servers: see echo_processes()
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     rows = [line for line in result.stdout.splitlines() if line.startswith("| ")][1:]
