@@ -86,25 +86,21 @@ def client_side(step):
                                                                (fds, "without a client descriptor")) if n)
 
 
-def client_bound(steps, knee):
-    """The first step past the knee failed on the client's side: the knee is not the server's."""
-    past = [s for s in steps if s["offered_rate"] > knee]
-    return bool(past) and (not past[0]["kept_schedule"] or bool(client_side(past[0])))
-
-
 def row(name, r, ceiling=None):
     if r.get("failed") or "knee" not in r:
         return "| {} | failed: {} | | | |".format(name, r.get("failed"))
     steps = {step["offered_rate"]: step for step in r["steps"]}
     knee = r["knee"]
+    past = [s for s in r["steps"] if knee is None or s["offered_rate"] > knee]
+    first_miss = past[0] if past else None
+    # Where the first step past the knee failed on the client's side, the knee is not the server's.
+    client_bound = first_miss is not None and (not first_miss["kept_schedule"] or bool(client_side(first_miss)))
     if knee is None:
         text = "below {:,}".format(r["steps"][0]["offered_rate"])
-    elif r["knee_at_top"] or (ceiling and knee >= ceiling) or client_bound(r["steps"], knee):
+    elif r["knee_at_top"] or (ceiling and knee >= ceiling) or client_bound:
         text = "at least {:,}".format(knee)
     else:
         text = "{:,}".format(knee)
-    past = [s for s in r["steps"] if knee is None or s["offered_rate"] > knee]
-    first_miss = past[0] if past else None
     # The steps that decide the knee: up to the first past it.
     deciding = [s for s in r["steps"] if first_miss is None or s["offered_rate"] <= first_miss["offered_rate"]]
     behind = any(not s["kept_schedule"] for s in deciding)

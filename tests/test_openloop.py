@@ -283,7 +283,7 @@ def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_ear
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to two cores")
 def test_the_pinned_sweep_gives_the_server_a_core_and_measures_the_clients_ceiling():
     """tests/pinned_sweep.py: the client's ceiling row (against any echo server command), then one
-    row per server, each swept with the server on core 0 and the client on the others."""
+    row per server, each swept with the server on one core and the client on the others."""
     ceiling = shlex.join([sys.executable, str(ROOT / "echo_epoll.py")])
     result = subprocess.run([sys.executable, str(ROOT / "tests" / "pinned_sweep.py"), "--rates", "500:1000:500",
                              "--ceiling", ceiling, "echo_selectors.py"],
