@@ -244,26 +244,46 @@ def test_the_acceptor_passes_over_a_worker_that_stopped_reading(start_server):
     workers = wait_until(lambda: len(children_of(server.pid)) == 2 and children_of(server.pid))
     assert workers
     os.kill(workers[0], signal.SIGSTOP)
+    socks, by_fd, echoed, poller = [], {}, set(), select.poll()
+    deadline = time.monotonic() + 30
+
+    def collect(target):
+        """Wait (bounded) until target connections have their echo; a shed one is reset, or at EOF."""
+        while len(echoed) < target and time.monotonic() < deadline:
+            for fd, _ in poller.poll(100):
+                try:
+                    if by_fd[fd].recv(1, socket.MSG_PEEK) == b"x":
+                        echoed.add(fd)
+                except OSError:
+                    pass
+                poller.unregister(fd)
+
     try:
         count = 2 * capacity + 200  # the stopped worker's channel fills, with turns to spare
-        socks = open_connections(server, count)
-        assert len(socks) == count
-        by_fd = {sock.fileno(): sock for sock in socks}
-        poller = select.poll()
-        for sock in socks:
-            poller.register(sock, select.POLLIN)
-        deadline = time.monotonic() + 10
-        echoed = set()  # readable with the echo: a shed client would be readable too, at EOF
-        while len(echoed) <= count // 2 and time.monotonic() < deadline:
-            for fd, _ in poller.poll(100):
-                if fd not in echoed and by_fd[fd].recv(1, socket.MSG_PEEK) == b"x":
-                    echoed.add(fd)
-                    poller.unregister(fd)
+        while len(socks) < count:
+            batch = open_connections(server, min(50, count - len(socks)))
+            for sock in batch:
+                by_fd[sock.fileno()] = sock
+                poller.register(sock, select.POLLIN)
+            socks += batch
+            # Dealt every other connection until the stopped one's channel is full, then all, the
+            # running worker must have echoed about this many: wait for it, so that its own channel
+            # never fills on a busy machine (a full channel on every worker is a shed, rightly).
+            n = len(socks)
+            collect(n - min((n + 1) // 2, capacity) - 10)
+            if not batch or time.monotonic() > deadline:
+                break
+        assert len(socks) == count, "{} of {} clients opened within the bound: the running worker's " \
+            "echoes stopped at {}".format(len(socks), count, len(echoed))
+        collect(count - capacity - 10)
         # Dealt in turn alone, half would wait for the stopped worker (or be shed once its channel is full).
         assert len(echoed) > count // 2, "the running worker takes the stopped one's turns"
     finally:
         os.kill(workers[0], signal.SIGCONT)
-    assert all(answered(sock) for sock in socks), "nothing shed: the stopped worker's clients served on resume"
+    unanswered = sum(not answered(sock) for sock in socks)
     for sock in socks:
         sock.close()
-    assert "trying the next worker" in server.stdout() and "connection shed" not in server.stdout()
+    log = server.stdout()
+    assert unanswered == 0, "{} clients unanswered after the resume, {} shed by the log".format(
+        unanswered, log.count("connection shed"))
+    assert "trying the next worker" in log and "connection shed" not in log
