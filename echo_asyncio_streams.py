@@ -11,19 +11,32 @@ Builds on: echo_asyncio.py.
 """
 import argparse
 import asyncio
+import contextlib
 import errno
 import os
 import select
 import signal
 import socket
 import sys
+import time
+
+try:  # POSIX: queued() reads the kernel's send queue with them, and says 0 elsewhere
+    import fcntl
+    import termios
+except ImportError:
+    fcntl = termios = None
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
+stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
+waiting = set()  # the clients whose task waits for their next chunk
+tasks = set()  # the clients' tasks, which a stop waits for
+
 
 async def accept_loop(server_sock, backlog):
+    global stopping
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
@@ -36,32 +49,100 @@ async def accept_loop(server_sock, backlog):
     log("Ready For Accept")
     try:
         await asyncio.Event().wait()  # serve until cancelled
-    finally:
-        # Not serve_forever() or wait_closed(): since Python 3.12 they wait for every
-        # client to leave; asyncio.run() cancels the client tasks instead.
-        server.close()
+    except asyncio.CancelledError:  # the first signal; a second cancels the grace below
+        log("Shutdown")
+    # The clients stop by a flag, not by a cancel: a task cancelled mid-send loses count of what it sent.
+    # Not serve_forever() or wait_closed() to wait for the clients: since 3.12 they do, before not.
+    stopping = True
+    server.close()  # no more clients
+    for client in waiting:  # every echo written: half-close now, so they see EOF
+        with contextlib.suppress(OSError):  # a client that reset meanwhile
+            client.write_eof()  # (once the transport has sent what it holds)
+    if tasks:  # the others half-close once they have sent what they read
+        await asyncio.wait(tasks, timeout=GRACE)
+    # The grace is over: asyncio.run() cancels the tasks left, and each closes its transport.
+
+
+class Deadline:
+    """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
+    TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
+    Progress: a chunk read or sent (the connection stamps `moved`), or fewer bytes waiting
+    for the client, in the connection's buffer (held()) or in the kernel's (queued())."""
+
+    def __init__(self, fd, expire, held=lambda: 0):
+        self.fd, self.expire, self.held, self.timer = fd, expire, held, None
+        self.moved, self.left = time.monotonic(), (0, 0)
+        if TIMEOUT:
+            self.timer = asyncio.get_running_loop().call_later(TIMEOUT, self.check)
+
+    def check(self):
+        left = (self.held(), queued(self.fd))
+        if any(now < before for now, before in zip(left, self.left)):  # the client took some echo
+            self.moved = time.monotonic()
+        self.left = left
+        quiet = time.monotonic() - self.moved
+        if quiet < TIMEOUT:
+            self.timer = asyncio.get_running_loop().call_later(TIMEOUT - quiet, self.check)
+        else:
+            log("[FD:{}]Timeout", self.fd)
+            self.expire()
+
+    def cancel(self):
+        if self.timer:
+            self.timer.cancel()
+
+
+def queued(fd):
+    """The bytes the kernel holds for the client until it acknowledges them (Linux's SIOCOUTQ;
+    0 where the platform does not say). Linux says "writable" only once a third of the send
+    buffer is free: a client can drain the rest slowly for long without a single event."""
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
+    except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)
+        return 0
 
 
 async def send_recv(reader, writer):
     fd = writer.get_extra_info("socket").fileno()
     log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
+    task = asyncio.current_task()
+    tasks.add(task)
+    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
+    # messages per CPU-second (the noise); asyncio.timeout() around each read() and drain() cost 40 %.
+    deadline = Deadline(fd, task.cancel, writer.transport.get_write_buffer_size)
     try:
-        while True:
+        while not stopping:
+            waiting.add(writer)
             data = await reader.read(BUFSIZE)
-            if not data:  # b"" is EOF: the client closed its side
-                log("[FD:{}]Recv:EOF", fd)
-                return
+            waiting.discard(writer)
+            deadline.moved = time.monotonic()
+            # b"" is EOF: the client closed its side. A chunk that came as the stop
+            # half-closed this connection is dropped, like all that follows.
+            if not data or stopping:
+                break
             log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             writer.write(data)
             await writer.drain()  # waits while the client is slow to read
+        # Stopping, every echo written: half-close, then read and discard until the client
+        # closes or the grace ends (close() with unread input would send RST).
+        if stopping:
+            writer.write_eof()
+            while await reader.read(BUFSIZE):
+                deadline.moved = time.monotonic()
+        log("[FD:{}]Recv:EOF", fd)
+        writer.close()  # the transport sends what remains, then closes
+        await writer.wait_closed()
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
         # asyncio keeps this exception (a future, the reader), and its traceback this frame
         # with its last chunk: a cycle that lasts until the next full garbage collection.
         e.__traceback__ = None
     finally:
-        writer.close()
+        waiting.discard(writer)
+        tasks.discard(task)
+        deadline.cancel()
+        writer.transport.abort()  # at once, where a timeout or the grace's end cut the close short
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -71,6 +152,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -112,6 +201,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -126,6 +226,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -141,12 +247,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -155,8 +273,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -187,8 +305,10 @@ def main():
     with server_sock:
         try:
             asyncio.run(accept_loop(server_sock, args.backlog))
-        except (KeyboardInterrupt, asyncio.CancelledError):
+        except KeyboardInterrupt:  # a signal before the loop took them over
             log("Shutdown")
+        except asyncio.CancelledError:  # a second signal cut the grace short
+            sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -22,13 +22,21 @@ BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
+deadline = None  # when the grace ends, once a stop signal came
+connections = {}  # each connection served -> True while it waits in recv() for a new chunk
+
 
 def accept_loop(server_sock):
+    # A stop makes accept() non-blocking; its handler never raises, so no accepted client is lost.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda signum, frame: stop_accepting(server_sock))
     log("Ready For Accept")
     while True:
         try:
             new_sock, address = server_sock.accept()
         except OSError as e:
+            if not server_sock.getblocking():  # stopping, and no client is left in the backlog
+                raise KeyboardInterrupt  # as Ctrl-C did before: main() ends the stop
             shed_connection(server_sock, e)
             continue
         with new_sock:  # closes the parent's copy: the child has its own
@@ -36,28 +44,49 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
+    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
+    sock.settimeout(TIMEOUT or None)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
+            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
+                if time.monotonic() > deadline:
+                    return
+                sock.shutdown(socket.SHUT_WR)
             data = buffer[:sock.recv_into(buffer)]
+            connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
                 return
+            if deadline:
+                continue  # read after the stop (or as it came): dropped, not echoed
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            sock.sendall(data)  # the article's send() could send only part of it
+            send_all(sock, data)
+    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+        log("Timeout")
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("Error:{}", e.strerror)
+    finally:
+        del connections[sock]
+
+
+def send_all(sock, data):
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    while data:
+        data = data[sock.send(data):]  # the article's send() could send only part of it
 
 
 def start_worker(server_sock, sock, address):
     """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
     global log_prefix
     # Hold the signals across fork(): each side takes them only once its bookkeeping
-    # is done (the parent has noted the pid, the child is in try).
-    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    # is done (the parent has noted the pid, the child has its own handlers).
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
     except OSError as e:  # the article tested pid < 0; os.fork() raises instead
@@ -69,15 +98,46 @@ def start_worker(server_sock, sock, address):
             server_sock.close()
             # Logged here, not in the parent: the child could serve a quick client first.
             log("Accept:{}:{}", *address[:2])
+            # Ctrl-C reaches the whole group, and the parent passes it on as SIGTERM: one stop, not two.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+            signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             send_recv_loop(sock)
-        except KeyboardInterrupt:
-            pass  # Ctrl-C or SIGTERM: this child stops serving and leaves below
         finally:
             os._exit(0)
     if pid:
         children[pid] = address
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
+
+
+def stop_accepting(server_sock):
+    # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
+    # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
+    # stop_children(), which then kills the children at once.
+    server_sock.setblocking(False)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def stop():
+    # A child's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
+    # is over; a second one changes nothing (the parent acts on a second signal).
+    # A handler that raised in the middle of a send() would lose count of what was sent: this one
+    # sets flags and shuts the write side of the clients that wait for a new chunk.
+    global deadline
+    if deadline is None:
+        deadline = time.monotonic() + GRACE
+        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+    cut(socket.SHUT_WR)
+
+
+def cut(how):
+    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -87,7 +147,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
@@ -132,6 +199,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,6 +224,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -161,12 +245,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -175,8 +271,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -207,29 +303,32 @@ def finished_children():
 
 
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them; one still there
-    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
-    signals stay blocked and are taken with sigwait(), as in run_workers()."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
+    last echoes) and wait for them; one still there a second after that is killed outright, and
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
+    and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE
-    while True:
+    deadline, again = time.monotonic() + GRACE + 1, False
+    while not again:
         finished_children()
         grace = deadline - time.monotonic()
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    if again:
+        sys.exit(1)
 
 
 def main():

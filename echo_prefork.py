@@ -5,7 +5,8 @@ listening socket, and a file lock lets one worker at a time wait in accept(),
 so a new connection wakes one worker, not all of them (the thundering herd).
 The parent only replaces workers that die, and stops them all on Ctrl-C.
 Trade-off: no fork per connection, but at most --workers clients are served
-at once; the next waits in the backlog until a worker is free.
+at once; the next waits in the backlog until a worker is free, and a client
+that trickles a byte just within every --timeout holds its worker for ever.
 Run: python3 echo_prefork.py [--port 7777] [--workers 10], then python3 client.py
 Builds on: echo_fork.py.
 """
@@ -32,19 +33,35 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 WORKERS = 10  # the article's number of children
 
 lock_file = None  # the accept lock shared by the workers
+accepting = False  # True while this worker may wait in accept()
+deadline = None  # when the grace ends, once a stop signal came
+connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_loop(server_sock):
+    global accepting
+    # A stop sets flags and wakes what waits; its handlers never raise (see stop()).
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop(server_sock))
+    signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
     while True:
         log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
             log("Get Lock")
+            accepting = True  # from here on, a stop closes this worker's listening socket: accept() fails
+            # Stopping, a worker takes only the clients already in the backlog: holding the lock, it
+            # finds accept() returns at once when select() says one is there.
+            if deadline and (server_sock.fileno() < 0 or not select.select([server_sock], [], [], 0)[0]):
+                raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
             new_sock, address = counted(server_sock.accept())
         except OSError as e:
+            accepting = False  # shed_connection() may wait in select(): not for stop() to close
+            if deadline:  # stop() closed the listening socket
+                raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
             shed_connection(server_sock, e)
             continue
         finally:
+            accepting = False
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
         log("Accept:{}:{}", *address[:2])
@@ -53,20 +70,64 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
+    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
+    sock.settimeout(TIMEOUT or None)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
+            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
+                if time.monotonic() > deadline:
+                    return
+                sock.shutdown(socket.SHUT_WR)
             data = buffer[:sock.recv_into(buffer)]
+            connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
                 return
+            if deadline:
+                continue  # read after the stop (or as it came): dropped, not echoed
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            sock.sendall(served(data))  # the article's send() could send only part of it
+            send_all(sock, served(data))
+    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+        log("Timeout")
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("Error:{}", e.strerror)
+    finally:
+        del connections[sock]
+
+
+def send_all(sock, data):
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    while data:
+        data = data[sock.send(data):]  # the article's send() could send only part of it
+
+
+def stop(server_sock):
+    # A worker's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
+    # is over; a second one changes nothing (the parent acts on a second signal).
+    # A handler that raised in the middle of a send() would lose count of what was sent: this one
+    # sets flags and shuts the write side of the clients that wait for a new chunk.
+    global deadline
+    if deadline is None:
+        deadline = time.monotonic() + GRACE
+        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+        if accepting:  # a retried accept() fails; the other workers and the parent keep their copies
+            server_sock.close()
+    cut(socket.SHUT_WR)
+
+
+def cut(how):
+    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -76,7 +137,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
@@ -124,6 +192,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -138,6 +217,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -153,12 +238,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -167,8 +264,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -226,8 +323,10 @@ def fork_worker(serve, *args):
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
             signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
-            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
-                signal.signal(signum, signal.default_int_handler)
+            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
+            # with SIGTERM, so that a worker counts one stop, never two.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serve() sets its own
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             serve(*args)
         except KeyboardInterrupt:
@@ -280,29 +379,32 @@ def run_workers(serve, jobs):
 
 
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them; one still there
-    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
-    signals stay blocked and are taken with sigwait(), as in run_workers()."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
+    last echoes) and wait for them; one still there a second after that is killed outright, and
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
+    and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE
-    while True:
+    deadline, again = time.monotonic() + GRACE + 1, False
+    while not again:
         finished_children()
         grace = deadline - time.monotonic()
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    if again:
+        sys.exit(1)
 
 
 def main():
@@ -316,7 +418,7 @@ def main():
     lock_file = tempfile.TemporaryFile()
     # The socket already listens: connections wait in its backlog until a worker takes them.
     log("Ready For Accept")
-    with server_sock:
+    with server_sock, lock_file:
         try:
             run_workers(accept_loop, [(server_sock,)] * args.workers)
         except KeyboardInterrupt:

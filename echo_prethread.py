@@ -4,11 +4,13 @@ The one idea: start the threads before any client arrives; each loops on
 accept() under a shared lock and then serves its client with the blocking
 loop of echo_simple.py. No thread is created per connection.
 Trade-off: at most --workers clients are served at once; the next waits in
-the backlog until a thread is free.
+the backlog until a thread is free, and a client that trickles a byte just
+within every --timeout holds its thread for ever.
 Run: python3 echo_prethread.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_thread.py.
 """
 import argparse
+import contextlib
 import errno
 import os
 import select
@@ -16,12 +18,16 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 WORKERS = 40  # the article's number of threads
 LOCK = threading.Lock()  # held by the one thread waiting in accept()
+
+deadline = None  # when the grace ends, once a stop signal came
+connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_thread(server_sock):
@@ -34,6 +40,8 @@ def accept_thread(server_sock):
             try:
                 new_sock, address = server_sock.accept()
             except OSError as e:
+                if deadline:  # the stop shut the listening socket
+                    return
                 shed_connection(server_sock, e)  # under the lock: one thread at a time uses the spare
                 continue
         log("<{}>Release Lock", ident)
@@ -44,30 +52,95 @@ def accept_thread(server_sock):
 
 def send_recv_loop(sock):
     ident = threading.get_ident()  # the article's currentThread() is deprecated
+    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
+    sock.settimeout(TIMEOUT or None)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
+            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
+                if time.monotonic() > deadline:
+                    return
+                sock.shutdown(socket.SHUT_WR)
             data = buffer[:sock.recv_into(buffer)]
+            connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("<{}>Recv:EOF", ident)
                 return
+            if deadline:
+                continue  # read after the stop (or as it came): dropped, not echoed
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            sock.sendall(data)  # the article's send() could send only part of it
+            send_all(sock, data)
+    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+        log("<{}>Timeout", ident)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("<{}>Error:{}", ident, e.strerror)
+    finally:
+        del connections[sock]
+
+
+def send_all(sock, data):
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    while data:
+        data = data[sock.send(data):]  # the article's send() could send only part of it
 
 
 def run_threads(server_sock, workers):
-    """Start the threads, then wait for them: for ever, until Ctrl-C interrupts the wait."""
-    # Daemon threads: Ctrl-C need not wait for clients that stay connected.
+    """Start the threads, then wait for Ctrl-C or SIGTERM and stop them."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda signum, frame: stop())
+    # Daemon threads: a stop need not wait past the grace for clients that stay connected.
     threads = [threading.Thread(target=accept_thread, args=(server_sock,), daemon=True) for _ in range(workers)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with contextlib.suppress(KeyboardInterrupt):  # from stop()
+        for thread in threads:
+            thread.start()
+        while True:  # the main thread only waits, and not in join(): before Python 3.13, join()
+            signal.pause()  # counts the thread it was waiting for as finished once interrupted
+    # The threads take the clients already in the backlog (each gets EOF at once); then shutting
+    # the listening socket wakes the thread waiting in accept() (Linux), and would reset the rest.
+    while select.select([server_sock], [], [], 0)[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    server_sock.shutdown(socket.SHUT_RD)  # accept() fails from now on, in every thread
+    stop_threads()
+
+
+def stop():
+    # The first Ctrl-C or SIGTERM: shut the write side of the clients that wait for a new chunk, and
+    # end the main thread's wait; a second signal exits at once. Raising is safe there, as the main
+    # thread serves no client: an exception in the middle of a send() would lose count of what was sent.
+    global deadline
+    if deadline:
+        sys.exit(1)
+    deadline = time.monotonic() + GRACE
+    cut(socket.SHUT_WR)
+    raise KeyboardInterrupt
+
+
+def stop_threads():
+    # In the main thread: wait for the threads until the grace is over, then cut what is left.
+    log("Shutdown")
+    wait_for_threads(deadline)
+    cut(socket.SHUT_RDWR)  # recv() and send() return at once
+    wait_for_threads(deadline + 1)  # and a second more for them to close their sockets
+
+
+def wait_for_threads(until):
+    for thread in threading.enumerate():
+        if thread is not threading.current_thread():
+            thread.join(max(until - time.monotonic(), 0))
+
+
+def cut(how):
+    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -77,6 +150,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -118,6 +199,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -132,6 +224,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -147,12 +245,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -161,8 +271,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:

@@ -1,20 +1,25 @@
 """Single process, single thread, multiple clients (select).
 
 The one idea: select() waits on the listening socket and every client at once
-and says which are readable, so one thread serves many clients in turn.
+and says which are readable, so one thread serves many clients in turn. Its
+timeout is the loop's clock: a client idle for --timeout seconds is closed.
 Trade-off: sends still block, so one client that stops reading stalls all the
-others (echo_selectors.py fixes that), and select() cannot watch descriptors
-past FD_SETSIZE (1024), so clients beyond that are refused.
+others, for up to --timeout (echo_selectors.py fixes that), and select() cannot
+watch descriptors past FD_SETSIZE (1024), so clients beyond that are refused.
 Run: python3 echo_select.py [--port 7777], then python3 client.py
 Builds on: echo_simple.py.
 """
 import argparse
+import collections
+import contextlib
 import errno
+import math
 import os
 import select
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
@@ -26,19 +31,44 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 def accept_loop(server_sock):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    descriptors = [server_sock]
-    while True:
-        log("Descriptor Count:{}", len(descriptors) - 1)
-        readable, _, _ = select.select(descriptors, [], [])
-        for sock in readable:
-            if sock is server_sock:
-                accept_clients(server_sock, descriptors)
-            elif not send_recv(sock):
-                descriptors.remove(sock)
-                sock.close()
+    # A byte for each Ctrl-C or SIGTERM wakes select(); the first sets stopping at once, even
+    # while a send holds the loop, and the grace's end or a second signal ends the server.
+    signals = catch_stop_signals()
+    descriptors = {}  # fileno -> socket: select() takes every one at every call
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # The deadline costs an OrderedDict update and a clock read per chunk, and one per wake-up.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    now, listening = time.monotonic(), True
+    while active or listening:  # once stopped, until the last client is closed
+        log("Descriptor Count:{}", len(descriptors))
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection is due.
+        deadline = next(iter(active.values()), math.inf) + idle
+        wait = None if deadline == math.inf else max(deadline - now, 0)
+        watched = [server_sock.fileno(), signals] if listening else [signals]
+        readable, _, _ = select.select(watched + list(descriptors), [], [], wait)
+        now = time.monotonic()
+        for fileno in readable:
+            if fileno == server_sock.fileno():
+                accept_clients(server_sock, descriptors, active, now)
+            elif fileno == signals:
+                os.read(signals, 256)  # catch_stop_signals() has done the rest
+            elif send_recv(descriptors[fileno]):
+                active[fileno] = time.monotonic()  # after the send: a slow reader taking its echo moved
+                active.move_to_end(fileno)
+            else:
+                del active[fileno]
+                descriptors.pop(fileno).close()
+        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
+        if deadline <= now:  # the oldest is due (the others are newer): most wake-ups skip this
+            close_idle(descriptors, active, now, idle)
+        if stopping and listening:
+            stop(descriptors, server_sock, active)
+            listening = False
 
 
-def accept_clients(server_sock, descriptors):
+def accept_clients(server_sock, descriptors, active, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -54,27 +84,73 @@ def accept_clients(server_sock, descriptors):
             log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), FD_SETSIZE)
             new_sock.close()
             continue
-        descriptors.append(new_sock)
+        new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
+        descriptors[new_sock.fileno()] = new_sock
+        active[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
 def send_recv(sock):
-    """Echo one chunk; False once the client has closed or failed."""
+    """Echo one chunk; False once the client has closed, failed or timed out."""
     fd = sock.fileno()
     try:
         data = sock.recv(BUFSIZE)
         if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
             log("[FD:{}]Recv:EOF", fd)
             return False
+        if stopping:
+            return True  # the server is stopping: what a client still sends is read and dropped
         log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
-        # sendall() blocks until every byte is out: while one client is slow to
-        # read, no other client is served. That is this pattern's limit.
-        sock.sendall(data)
+        send_all(sock, data)
         return True
+    except TimeoutError:
+        log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
-        return False
+    return False
+
+
+def send_all(sock, data):
+    """sendall() with a deadline per step: a client whose kernel takes no byte for TIMEOUT s is cut."""
+    # A client that reads slowly is served. sendall()'s own timeout would count the whole call,
+    # and settimeout() costs a poll() before every send() and recv().
+    stalled = False
+    while data:
+        try:
+            data = data[sock.send(data):]
+            stalled = False
+        except BlockingIOError:  # its buffers are full
+            if stalled:
+                raise TimeoutError from None
+            # Wait for room, and every other client with us: this pattern's limit. select() says
+            # writable once a third of the buffer is free; the send() after it counts any room.
+            stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
+
+
+def close_idle(descriptors, active, now, idle):
+    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+    due = []
+    for fd, last in active.items():
+        if last + idle > now:
+            break
+        due.append(fd)
+    for fd in due:
+        log("[FD:{}]Timeout", fd)
+        del active[fd]
+        descriptors.pop(fd).close()
+
+
+def stop(descriptors, server_sock, active):
+    """The first stop signal: accept no more, and half-close every client."""
+    log("Shutdown")
+    server_sock.close()
+    # Sends block here, so each client has had all its echoes: after SHUT_WR it reads them, then
+    # EOF. close() instead would send RST while its bytes wait unread, and it could lose them.
+    for fd in active:
+        with contextlib.suppress(OSError):  # it has reset already
+            descriptors[fd].shutdown(socket.SHUT_WR)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -84,6 +160,15 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -125,6 +210,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -139,6 +235,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -154,12 +256,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -168,8 +282,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -181,6 +295,39 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def signal_pipe():
+    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    so a loop waiting in select() wakes for them. The C-level handler writes it
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    signal.set_wakeup_fd(write_end)
+    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    return read_end
+
+
+def catch_stop_signals():
+    """signal_pipe() for a loop that a send may hold: a byte for each Ctrl-C or SIGTERM wakes the
+    loop, and the handler acts at once, between two bytecodes, even in the middle of a send. The
+    first sets `stopping` and starts the grace: when it is over (SIGALRM), what is left is dropped
+    and the process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits,
+    never an exception: one raised inside a send would lose count of what was sent."""
+    def on_stop(signum, frame):
+        global stopping
+        if stopping:
+            os._exit(1)  # no traceback, nothing to flush: log() flushed every line
+        stopping = True
+        signal.signal(signal.SIGALRM, lambda signum, frame: os._exit(0))  # the kernel closes what is left
+        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no signal lost while the handlers change
+    read_end = signal_pipe()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    return read_end
 
 
 def main():

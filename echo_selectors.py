@@ -10,13 +10,16 @@ Run: python3 echo_selectors.py [--port 7777], then python3 client.py
 Builds on: echo_epoll.py.
 """
 import argparse
+import collections
 import errno
+import math
 import os
 import select
 import selectors
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
@@ -26,33 +29,54 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 
 
 class Client:
-    """A connection's state: the bytes waiting to go back, and whether it sent EOF."""
+    """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
 
-    def __init__(self, sock):
-        self.sock, self.outgoing, self.eof = sock, bytearray(), False
+    def __init__(self, sock):  # stop: None while served, "sending" its last echoes, then "half-closed"
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, None
 
 
 def accept_loop(server_sock):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
+    signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
-    while True:
-        for key, events in selector.select():
-            if key.data is None:
-                accept_clients(selector, server_sock)
-                continue
-            client = key.data
-            wanted = send_recv(client, events)
-            # The one place that applies what a connection wants next.
-            if not wanted:  # nothing left to read or to send: the connection is done
-                selector.unregister(client.sock)
-                client.sock.close()
-            elif wanted != key.events:
-                selector.modify(client.sock, wanted, client)
+    selector.register(signals, selectors.EVENT_READ)
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    now, grace_end = time.monotonic(), math.inf  # the first stop signal sets grace_end
+    while active or grace_end == math.inf:  # once stopping, until the last client is closed
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace is due.
+        due = min(next(iter(active.values()), math.inf) + idle, grace_end)
+        ready = selector.select(None if due == math.inf else max(due - now, 0))
+        now = time.monotonic()
+        for key, events in ready:
+            if key.fileobj is server_sock:
+                accept_clients(selector, server_sock, active, now)
+            elif key.fileobj == signals:
+                if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
+                    continue
+                if grace_end < math.inf:
+                    os._exit(1)  # a second signal: at once, whatever is left unsent
+                grace_end = now + GRACE
+                stop(selector, server_sock, active)
+                break  # what every connection wants has changed: ask select() again
+            else:
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                active[key.fd] = now
+                active.move_to_end(key.fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
+        # Expire after the ready events: a busy loop never cuts a client whose bytes wait.
+        if due <= now:  # the oldest (the others are newer) or the grace is due: most wake-ups skip this
+            close_idle(selector, active, now, idle if now < grace_end else 0)
 
 
-def accept_clients(selector, server_sock):
+def accept_clients(selector, server_sock, active, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -65,35 +89,85 @@ def accept_clients(selector, server_sock):
             return
         new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+        active[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
 def send_recv(client, events):
     """Read what is ready and send what the kernel takes; return the events the
-    client wants next: read while its buffer has room, write while bytes wait."""
+    client wants next: read while its buffer has room, write while bytes wait.
+    Once the server stops: send what is left, half-close, then read and drop."""
     sock, fd = client.sock, client.sock.fileno()
     try:
         if events & selectors.EVENT_READ:
             data = sock.recv(BUFSIZE)
-            if data:
+            if not data:  # EOF: send what remains, then close
+                log("[FD:{}]Recv:EOF", fd)
+                client.eof = True
+            elif not client.stop:  # once the server stops, what a client still sends is dropped
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
                 client.outgoing += data
-            else:  # EOF: send what remains, then close
-                log("[FD:{}]Recv:EOF", fd)
-                client.eof = True
         if client.outgoing:
             # Try at once: usually the kernel takes it all, with no wait for "writable".
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
+        if client.stop == "sending" and not client.outgoing:
+            sock.shutdown(socket.SHUT_WR)  # every echo is out: the client reads them, then EOF
+            client.stop = "half-closed"
     except BlockingIOError:
         pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
         client.eof, client.outgoing = True, bytearray()
-    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER  # a full buffer: backpressure
+    # A full buffer stops reading (backpressure); so does the stop, until the last echo is out.
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER and client.stop != "sending"
     want_write = bool(client.outgoing)
     return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
+
+
+def apply_wanted(selector, key, wanted, active):
+    """The one place that applies what a connection wants next."""
+    if not wanted:  # nothing left to read or to send: the connection is done
+        del active[key.fd]
+        selector.unregister(key.fileobj)
+        key.fileobj.close()
+    elif wanted != key.events:
+        selector.modify(key.fileobj, wanted, key.data)
+
+
+def stop(selector, server_sock, active):
+    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    selector.unregister(server_sock)
+    server_sock.close()
+    for key in [selector.get_key(fd) for fd in active]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), active)
+
+
+def close_idle(selector, active, now, idle):
+    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+    due = []
+    for fd, last in active.items():
+        if last + idle > now:
+            break
+        due.append(fd)
+    for fd in due:
+        key = selector.get_key(fd)
+        # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
+        # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
+        unsent = len(key.data.outgoing)
+        wanted = send_recv(key.data, 0) if idle else 0
+        if len(key.data.outgoing) < unsent:
+            active[fd] = now
+            active.move_to_end(fd)
+        else:
+            log("[FD:{}]Timeout", fd)
+            wanted = 0
+        apply_wanted(selector, key, wanted, active)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -103,6 +177,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -144,6 +226,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -158,6 +251,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -173,12 +272,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -187,8 +298,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -200,6 +311,18 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def signal_pipe():
+    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    so a loop waiting in select() wakes for them. The C-level handler writes it
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    signal.set_wakeup_fd(write_end)
+    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    return read_end
 
 
 def main():

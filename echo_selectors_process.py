@@ -10,9 +10,11 @@ Run: python3 echo_selectors_process.py [--port 7777] [--workers N], then python3
 Builds on: echo_selectors.py.
 """
 import argparse
+import collections
 import contextlib
 import errno
 import itertools
+import math
 import os
 import select
 import selectors
@@ -33,10 +35,10 @@ turn = itertools.count()  # the acceptor deals connections to the workers in tur
 
 
 class Client:
-    """A connection's state: the bytes waiting to go back, and whether it sent EOF."""
+    """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
 
-    def __init__(self, sock):
-        self.sock, self.outgoing, self.eof = sock, bytearray(), False
+    def __init__(self, sock):  # stop: None while served, "sending" its last echoes, then "half-closed"
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, None
 
 
 # The acceptor: deal the waiting connections to the workers in turn.
@@ -98,55 +100,137 @@ def start_worker(server_sock):
 def worker_loop(server_sock, channel, worker_end):
     for sock in [server_sock, channel, *(args[1] for args in children.values())]:
         sock.close()  # the acceptor's, not this worker's: it sees EOF when the acceptor is gone
+    signals = signal_pipe()  # SIGTERM writes a byte to it: it wakes select()
     selector = selectors.DefaultSelector()
     selector.register(worker_end, selectors.EVENT_READ)
-    while True:
-        for key, events in selector.select():
-            if key.data is None:  # the acceptor passed connections
-                message, fds, _, _ = socket.recv_fds(worker_end, 1024, 64)
-                if not message:
-                    return  # the acceptor is gone
-                for fd in fds:
-                    new_sock = counted(socket.socket(fileno=fd))
-                    new_sock.setblocking(False)
-                    selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+    selector.register(signals, selectors.EVENT_READ)
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    now, grace_end = time.monotonic(), math.inf  # the first stop signal sets grace_end
+    while active or grace_end == math.inf:  # once stopping, until the last client is closed
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace is due.
+        due = min(next(iter(active.values()), math.inf) + idle, grace_end)
+        ready = selector.select(None if due == math.inf else max(due - now, 0))
+        now = time.monotonic()
+        for key, events in ready:
+            if key.fileobj is worker_end:  # the acceptor passed connections
+                if receive_clients(selector, worker_end, active, now):
+                    continue
+                # EOF: the acceptor stopped (or died), and this worker stops as on SIGTERM.
+            elif key.fileobj == signals:
+                if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
+                    continue
+                if grace_end < math.inf:
+                    continue  # a stop already under way: the parent acts on a second signal
+            else:
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                active[key.fd] = now
+                active.move_to_end(key.fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
                 continue
-            client = key.data
-            wanted = send_recv(client, events)
-            # The one place that applies what a connection wants next.
-            if not wanted:  # nothing left to read or to send: the connection is done
-                selector.unregister(client.sock)
-                client.sock.close()
-            elif wanted != key.events:
-                selector.modify(client.sock, wanted, client)
+            grace_end = now + GRACE
+            with contextlib.suppress(BlockingIOError):  # closed with connections in it, it would drop them
+                while receive_clients(selector, worker_end, active, now, socket.MSG_DONTWAIT):
+                    pass
+            stop(selector, worker_end, active)
+            break  # what every connection wants has changed: ask select() again
+        # Expire after the ready events: a busy loop never cuts a client whose bytes wait.
+        if due <= now:  # the oldest (the others are newer) or the grace is due: most wake-ups skip this
+            close_idle(selector, active, now, idle if now < grace_end else 0)
+    raise KeyboardInterrupt  # the stop is done: fork_worker() reports what this worker accepted
+
+
+def receive_clients(selector, worker_end, active, now, flags=0):
+    """Serve the connections the acceptor passed; False at EOF: the acceptor stopped (or died)."""
+    message, fds, _, _ = socket.recv_fds(worker_end, 1024, 64, flags)
+    for fd in fds:
+        new_sock = counted(socket.socket(fileno=fd))
+        new_sock.setblocking(False)
+        selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+        active[fd] = now
+    return bool(message)
 
 
 def send_recv(client, events):
     """Read what is ready and send what the kernel takes; return the events the
-    client wants next: read while its buffer has room, write while bytes wait."""
+    client wants next: read while its buffer has room, write while bytes wait.
+    Once the server stops: send what is left, half-close, then read and drop."""
     sock, fd = client.sock, client.sock.fileno()
     try:
         if events & selectors.EVENT_READ:
             data = sock.recv(BUFSIZE)
-            if data:
+            if not data:  # EOF: send what remains, then close
+                log("[FD:{}]Recv:EOF", fd)
+                client.eof = True
+            elif not client.stop:  # once the server stops, what a client still sends is dropped
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
                 client.outgoing += served(data)
-            else:  # EOF: send what remains, then close
-                log("[FD:{}]Recv:EOF", fd)
-                client.eof = True
         if client.outgoing:
             # Try at once: usually the kernel takes it all, with no wait for "writable".
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
+        if client.stop == "sending" and not client.outgoing:
+            sock.shutdown(socket.SHUT_WR)  # every echo is out: the client reads them, then EOF
+            client.stop = "half-closed"
     except BlockingIOError:
         pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
         client.eof, client.outgoing = True, bytearray()
-    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER  # a full buffer: backpressure
+    # A full buffer stops reading (backpressure); so does the stop, until the last echo is out.
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER and client.stop != "sending"
     want_write = bool(client.outgoing)
     return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0)
+
+
+def apply_wanted(selector, key, wanted, active):
+    """The one place that applies what a connection wants next."""
+    if not wanted:  # nothing left to read or to send: the connection is done
+        del active[key.fd]
+        selector.unregister(key.fileobj)
+        key.fileobj.close()
+    elif wanted != key.events:
+        selector.modify(key.fileobj, wanted, key.data)
+
+
+def stop(selector, server_sock, active):
+    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    selector.unregister(server_sock)
+    server_sock.close()
+    for key in [selector.get_key(fd) for fd in active]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), active)
+
+
+def close_idle(selector, active, now, idle):
+    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+    due = []
+    for fd, last in active.items():
+        if last + idle > now:
+            break
+        due.append(fd)
+    for fd in due:
+        key = selector.get_key(fd)
+        # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
+        # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
+        unsent = len(key.data.outgoing)
+        wanted = send_recv(key.data, 0) if idle else 0
+        if len(key.data.outgoing) < unsent:
+            active[fd] = now
+            active.move_to_end(fd)
+        else:
+            log("[FD:{}]Timeout", fd)
+            wanted = 0
+        apply_wanted(selector, key, wanted, active)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -156,7 +240,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-STOP_GRACE = 1  # seconds the children get to finish on shutdown
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
@@ -204,6 +295,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -218,6 +320,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -233,12 +341,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -247,8 +367,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -306,8 +426,10 @@ def fork_worker(serve, *args):
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
             signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
-            for signum in STOP_SIGNALS:  # Ctrl-C or SIGTERM ends this worker, whatever the parent set
-                signal.signal(signum, signal.default_int_handler)
+            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
+            # with SIGTERM, so that a worker counts one stop, never two.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serve() sets its own
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             serve(*args)
         except KeyboardInterrupt:
@@ -352,29 +474,32 @@ def signal_pipe():
 
 
 def stop_children():
-    """Shut down: ask every child to finish and wait for all of them; one still there
-    after STOP_GRACE seconds (busy, or it missed the signal) is killed outright. The
-    signals stay blocked and are taken with sigwait(), as in run_workers()."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)  # a second Ctrl-C must not cut this short
+    """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
+    last echoes) and wait for them; one still there a second after that is killed outright, and
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
+    and are taken with sigwait(), as in run_workers()."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + STOP_GRACE
-    while True:
+    deadline, again = time.monotonic() + GRACE + 1, False
+    while not again:
         finished_children()
         grace = deadline - time.monotonic()
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        signal.sigwait({signal.SIGCHLD, signal.SIGALRM})  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)
         with contextlib.suppress(ChildProcessError):
             os.waitpid(pid, 0)
+    if again:
+        sys.exit(1)
 
 
 def main():
@@ -388,6 +513,9 @@ def main():
         try:
             accept_loop(server_sock, args.workers)
         except KeyboardInterrupt:
+            server_sock.close()  # stop accepting: new clients are refused while the workers finish
+            for _, channel, _ in children.values():
+                channel.close()  # its worker sees EOF: it stops taking connections (so does SIGTERM)
             stop_children()
 
 

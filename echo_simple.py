@@ -1,6 +1,6 @@
 """Single process, single thread, single client: the blocking echo server.
 
-The one idea: accept(), recv() and sendall() all block, so the server serves
+The one idea: accept(), recv() and send() all block, so the server serves
 one client from connect to close, and the next client waits in the listen
 backlog until then.
 Trade-off: the simplest code there is, and no concurrency at all.
@@ -8,24 +8,36 @@ Run: python3 echo_simple.py [--port 7777], then python3 client.py --clients 1
 Builds on: nothing; every other echo_*.py starts from this file.
 """
 import argparse
+import contextlib
 import errno
 import os
 import select
 import signal
 import socket
 import sys
+import time
 
 BACKLOG = 5  # the article's backlog: five clients may wait while one is served; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
+deadline = None  # when the grace ends, once a stop signal came
+connections = {}  # each connection served -> True while it waits in recv() for a new chunk
+
 
 def accept_loop(server_sock):
+    # A stop sets flags and wakes what waits; its handlers never raise (see stop()).
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, lambda signum, frame: stop(server_sock))
+    signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
     log("Ready For Accept")
     while True:
         try:
             new_sock, address = server_sock.accept()
         except OSError as e:
+            if not server_sock.getblocking():  # stopping, and no client is left in the backlog
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                raise KeyboardInterrupt  # as Ctrl-C did before: main() ends the stop
             shed_connection(server_sock, e)
             continue
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
@@ -36,20 +48,65 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     fd = sock.fileno()
+    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
+    sock.settimeout(TIMEOUT or None)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         while True:
+            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
+                if time.monotonic() > deadline:
+                    return
+                sock.shutdown(socket.SHUT_WR)
             data = buffer[:sock.recv_into(buffer)]
+            connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("[FD:{}]Recv:EOF", fd)
                 return
+            if deadline:
+                continue  # read after the stop (or as it came): dropped, not echoed
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            sock.sendall(data)  # the article's send() could send only part of it
+            send_all(sock, data)
+    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+        log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
+    finally:
+        del connections[sock]
+
+
+def send_all(sock, data):
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    while data:
+        data = data[sock.send(data):]  # the article's send() could send only part of it
+
+
+def stop(server_sock):
+    # The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, and each gets its
+    # echo, then EOF, until the grace is over; a second signal exits at once.
+    # A handler that raised in the middle of a send() would lose count of what was sent: this one
+    # sets flags and shuts the write side of the clients that wait for a new chunk.
+    global deadline
+    if deadline:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        sys.exit(1)
+    deadline = time.monotonic() + GRACE
+    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+    server_sock.setblocking(False)  # accept() fails once the backlog is empty
+    cut(socket.SHUT_WR)
+
+
+def cut(how):
+    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -59,6 +116,14 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -100,6 +165,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -114,6 +190,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -129,12 +211,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -143,8 +237,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:

@@ -7,7 +7,7 @@ until that callback is done, so one callback per connection at a time and the
 bytes stay in order. The pool runs callbacks, not whole connections: 10,000
 clients need not hold 10,000 threads.
 Trade-off: two thread hand-offs per chunk, and a client slow to read holds one
-pool thread while its sendall() waits.
+pool thread while its send waits, for up to --timeout.
 Run: python3 echo_threadpool.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_select_pool.py.
 """
@@ -16,6 +16,7 @@ import collections
 import concurrent.futures
 import contextlib
 import errno
+import math
 import os
 import select
 import selectors
@@ -23,6 +24,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
@@ -30,7 +32,6 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # pool threads, as many as the article's prethread server
 
-clients = set()  # every open client, woken with shutdown() when the server stops
 sent_back = collections.deque()  # clients whose callback is done, to watch again
 waker_r, waker_w = socket.socketpair()  # a callback writes a byte to wake the selector
 waker_w.setblocking(False)
@@ -46,29 +47,55 @@ def give_buffer():
 def accept_loop(server_sock, pool):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
+    # A byte for each Ctrl-C or SIGTERM wakes the selector; the first sets stopping, and the
+    # grace's end or a second signal ends the server.
+    signals = catch_stop_signals()
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
+    selector.register(signals, selectors.EVENT_READ)
     selector.register(waker_r, selectors.EVENT_READ)
-    while True:
-        for key, _ in selector.select():
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
+    # callback holds a client, send_all() keeps its deadline.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    now, listening = time.monotonic(), True
+    while active or listening:  # once stopped, until the last client is closed
+        # The selector's timeout is the loop's clock: it wakes when the oldest connection is due.
+        deadline = next(iter(active.values()), math.inf) + idle
+        wait = None if deadline == math.inf else max(deadline - now, 0)
+        ready = selector.select(wait)
+        now = time.monotonic()
+        for key, _ in ready:
             sock = key.fileobj
             if sock is server_sock:
-                accept_clients(selector, server_sock)
+                accept_clients(selector, server_sock, active, now)
+            elif sock == signals:
+                os.read(signals, 256)  # catch_stop_signals() has done the rest
             elif sock is waker_r:  # callbacks are done with these clients: watch them again
                 waker_r.recv(BUFSIZE)
-                while sent_back:
-                    selector.register(sent_back.popleft(), selectors.EVENT_READ)
+                take_back(selector, active, now)
+            elif stopping:  # what a client sends once the server stops is read and dropped, here
+                del active[key.fd]
+                if drop(sock):
+                    active[key.fd] = now
+                else:
+                    selector.unregister(sock).fileobj.close()
             else:
                 # One callback per connection at a time: out of the selector until it is done.
                 selector.unregister(sock)
-                # Ctrl-C held off while submit() may start a pool thread: one interrupted while
-                # starting is never told to stop, and the exit waits for it forever.
-                signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+                del active[key.fd]
                 pool.submit(send_recv, sock)
-                signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
+        if deadline <= now:  # the oldest is due (the others are newer): most wake-ups skip this
+            close_idle(selector, active, now, idle)
+        if stopping and listening:
+            stop(selector, server_sock, active, pool)
+            listening = False
 
 
-def accept_clients(selector, server_sock):
+def accept_clients(selector, server_sock, active, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -79,9 +106,18 @@ def accept_clients(selector, server_sock):
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        clients.add(new_sock)
+        new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
         selector.register(new_sock, selectors.EVENT_READ)
+        active[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+
+
+def take_back(selector, active, now):
+    """Watch again the clients whose callback is done."""
+    while sent_back:
+        sock = sent_back.popleft()
+        selector.register(sock, selectors.EVENT_READ)
+        active[sock.fileno()] = now
 
 
 def send_recv(sock):
@@ -94,15 +130,71 @@ def send_recv(sock):
         else:
             log("[FD:{}]<{}>Recv:{!r}", fd, threading.get_ident(), bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            sock.sendall(data)
+            send_all(sock, data)
             sent_back.append(sock)
             with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
                 waker_w.send(b"\0")
             return
+    except TimeoutError:
+        log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
-    clients.discard(sock)
     sock.close()
+
+
+def send_all(sock, data):
+    """sendall() with a deadline per step: a client whose kernel takes no byte for TIMEOUT s is cut."""
+    # A client that reads slowly is served. sendall()'s own timeout would count the whole call,
+    # and settimeout() costs a poll() before every send() and recv().
+    stalled = False
+    while data:
+        try:
+            data = data[sock.send(data):]
+            stalled = False
+        except BlockingIOError:  # its buffers are full
+            if stalled:
+                raise TimeoutError from None
+            # Wait for room: this pool thread only. poll() says writable once a third of the
+            # buffer is free; the send() after it counts any room.
+            waiter = select.poll()  # not select(): descriptors go past FD_SETSIZE here
+            waiter.register(sock, select.POLLOUT)
+            stalled = not waiter.poll(TIMEOUT * 1000 or None)
+
+
+def drop(sock):
+    """Read what a client sends once the server stops, and drop it; False at EOF or an error."""
+    with contextlib.suppress(OSError):
+        return bool(sock.recv(BUFSIZE))
+    return False
+
+
+def close_idle(selector, active, now, idle):
+    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+    due = []
+    for fd, last in active.items():
+        if last + idle > now:
+            break
+        due.append(fd)
+    for fd in due:
+        log("[FD:{}]Timeout", fd)
+        del active[fd]
+        selector.unregister(fd).fileobj.close()
+
+
+def stop(selector, server_sock, active, pool):
+    """The first stop signal: accept no more, let the callbacks send every chunk read, then
+    half-close every client."""
+    log("Shutdown")
+    selector.unregister(server_sock)
+    server_sock.close()
+    pool.shutdown()  # the loop waits here, for as long as the grace allows at most
+    take_back(selector, active, time.monotonic())
+    # Each client has had all its echoes: after SHUT_WR it reads them, then EOF. close()
+    # instead would send RST while its bytes wait unread, and it could lose them.
+    for fd in active:
+        with contextlib.suppress(OSError):  # it has reset already
+            selector.get_key(fd).fileobj.shutdown(socket.SHUT_WR)
 
 
 # ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
@@ -112,6 +204,15 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -153,6 +254,17 @@ def number(low, high):
     return parse
 
 
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
 def parse_args(workers=None, uvloop=False, accept=False):
     """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -167,6 +279,12 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
     if workers:
         parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
                             help="worker processes or threads (default: %(default)s)")
@@ -182,12 +300,24 @@ def parse_args(workers=None, uvloop=False, accept=False):
     return parser.parse_args()
 
 
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
     family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     server_sock = socket.socket(family, socket.SOCK_STREAM)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
     return server_sock
@@ -196,8 +326,8 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
     the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, spare_fd
-    QUIET, WORK = args.quiet, args.work
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
     # even where a shell started the server with SIGINT ignored.
     for signum in STOP_SIGNALS:
@@ -211,20 +341,49 @@ def start_listening(args):
     return server_sock
 
 
+def signal_pipe():
+    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    so a loop waiting in select() wakes for them. The C-level handler writes it
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    signal.set_wakeup_fd(write_end)
+    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    return read_end
+
+
+def catch_stop_signals():
+    """signal_pipe() for a loop that a send may hold: a byte for each Ctrl-C or SIGTERM wakes the
+    loop, and the handler acts at once, between two bytecodes, even in the middle of a send. The
+    first sets `stopping` and starts the grace: when it is over (SIGALRM), what is left is dropped
+    and the process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits,
+    never an exception: one raised inside a send would lose count of what was sent."""
+    def on_stop(signum, frame):
+        global stopping
+        if stopping:
+            os._exit(1)  # no traceback, nothing to flush: log() flushed every line
+        stopping = True
+        signal.signal(signal.SIGALRM, lambda signum, frame: os._exit(0))  # the kernel closes what is left
+        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # no signal lost while the handlers change
+    read_end = signal_pipe()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, on_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    return read_end
+
+
 def main():
     args = parse_args(workers=WORKERS)
-    server_sock = start_listening(args)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers, initializer=give_buffer)
-    with server_sock:
+    server_sock = start_listening(args)
+    # Leaving waits for the pool (nothing is left in it), then closes the waker, then the server.
+    with server_sock, waker_r, waker_w, pool:
         try:
             accept_loop(server_sock, pool)
         except KeyboardInterrupt:
             log("Shutdown")
-            # Pool threads are joined at exit: wake any blocked on a client that stopped reading.
-            for sock in list(clients):
-                with contextlib.suppress(OSError):  # that client is gone already
-                    sock.shutdown(socket.SHUT_RDWR)
-            pool.shutdown(wait=False, cancel_futures=True)
 
 
 if __name__ == "__main__":

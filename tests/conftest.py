@@ -9,13 +9,14 @@ from helpers import Server
 
 @pytest.fixture
 def start_server(tmp_path):
-    """start_server(script, *args, rlimits=None, prelude=None) -> a running Server; all are killed at the end."""
+    """start_server(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()) -> a running Server
+    (see helpers.Server); all are killed at the end."""
     started = []
 
-    def start(script, *args, rlimits=None, prelude=None):
+    def start(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()):
         folder = tmp_path / "run{}".format(len(started))
         folder.mkdir()
-        server = Server(script, folder, args, rlimits, prelude)
+        server = Server(script, folder, args, rlimits, prelude, source, wrap, python)
         started.append(server)  # killed at the end even if it never prints its port
         return server.wait_for_port()
 

@@ -34,8 +34,10 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
-    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None):
-        """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out."""
+    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None, wrap=(), python=()):
+        """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out;
+        wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
+        python: the interpreter's own flags (`-X dev`)."""
         self.script = script
         copy = Path(folder) / script
         shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
@@ -48,7 +50,7 @@ class Server:
             command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
                 prelude, command, str(copy))]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, *command], cwd=folder,
+            self.proc = subprocess.Popen([*wrap, sys.executable, *python, *command], cwd=folder,
                                          stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                          start_new_session=True, preexec_fn=limit)
         self.pid = self.proc.pid
@@ -74,6 +76,10 @@ class Server:
     def stop(self, signum=signal.SIGTERM, timeout=TIMEOUT):
         """Send signum; return the exit status, or None if it did not exit in time."""
         self.proc.send_signal(signum)
+        return self.wait(timeout)
+
+    def wait(self, timeout=TIMEOUT):
+        """The exit status, or None if it has not exited within timeout seconds."""
         try:
             return self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -109,6 +115,29 @@ def proc_stats():
 
 def group_pids(pgid):
     return [pid for pid, _, pgrp, _, _ in proc_stats() if pgrp == pgid]
+
+
+def group_fds(pgid):
+    """How many descriptors the processes of the server's group hold."""
+    total = 0
+    for pid in group_pids(pgid):
+        try:
+            total += len(os.listdir("/proc/{}/fd".format(pid)))
+        except OSError:
+            pass  # the process ended while we looked
+    return total
+
+
+def settled_fds(pgid, readings=5, interval=0.1):
+    """The group's descriptor count once it has not changed for a few readings
+    (workers forked after the port line are running, a finished child has left)."""
+    counts = []
+
+    def settled():
+        counts.append(group_fds(pgid))
+        return len(counts) >= readings and len(set(counts[-readings:])) == 1
+    assert wait_until(settled, interval=interval), counts[-readings:]
+    return counts[-1]
 
 
 def children_of(pid, states="RSD"):

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from helpers import (POOL_SERVERS, PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, exchange,
-                     group_pids, roundtrip, wait_until)
+                     group_fds, group_pids, roundtrip, settled_fds, wait_until)
 
 # In these one process holds every connection, so a low RLIMIT_NOFILE is reached by
 # connections alone. echo_simple holds one at a time; the fork servers' parents hold none.
@@ -55,29 +55,6 @@ def test_out_of_descriptors_sheds_then_recovers(script, start_server):
     for sock in socks:
         sock.close()
     assert wait_until(lambda: echoes(server, b"back again"))
-
-
-def group_fds(pgid):
-    """How many descriptors the processes of the server's group hold."""
-    total = 0
-    for pid in group_pids(pgid):
-        try:
-            total += len(os.listdir("/proc/{}/fd".format(pid)))
-        except OSError:
-            pass  # the process ended while we looked
-    return total
-
-
-def settled_fds(pgid, readings=5, interval=0.1):
-    """The group's descriptor count once it has not changed for a few readings
-    (workers forked after the port line are running, a finished child has left)."""
-    counts = []
-
-    def settled():
-        counts.append(group_fds(pgid))
-        return len(counts) >= readings and len(set(counts[-readings:])) == 1
-    assert wait_until(settled, interval=interval), counts[-readings:]
-    return counts[-1]
 
 
 def exhaust_by_rlimit(pgid):

@@ -28,7 +28,7 @@ def run_script(script, *args, timeout=TIMEOUT):
 def test_help_documents_every_flag(script):
     result = run_script(script, "--help")
     assert result.returncode == 0
-    for flag in ("--host", "--port", "-q", "--work", "127.0.0.1", "7777"):
+    for flag in ("--host", "--port", "-q", "--work", "--timeout", "--grace", "127.0.0.1", "7777"):
         assert flag in result.stdout
     with open(ROOT / script) as f:
         if "WORKERS" in f.read():
@@ -37,7 +37,7 @@ def test_help_documents_every_flag(script):
 
 @every_server
 @pytest.mark.parametrize("args", [["--port", "abc"], ["--port", "70000"], ["--port", "-5"], ["--work", "x"],
-                                  ["--bogus"]])
+                                  ["--timeout", "-1"], ["--timeout", "soon"], ["--grace", "nan"], ["--bogus"]])
 def test_bad_argument_is_one_clear_line(script, args):
     result = run_script(script, *args)
     assert result.returncode != 0
@@ -158,17 +158,29 @@ def test_resets_and_vanishing_clients_do_not_stop_the_server(script, start_serve
 @every_server
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_signal_with_clients_connected_exits_cleanly(script, signum, start_server):
+    """Each client gets its echoes, then EOF; the server exits 0 once they have closed."""
     server = start_server(script, "-q")
     clients = [server.connect() for _ in range(3)]
     assert exchange(clients[0], b"hi") == b"hi"
     clients[1].sendall(b"pending")
-    started = time.monotonic()
-    status = server.stop(signum)
-    elapsed = time.monotonic() - started
+    server.proc.send_signal(signum)
+    received = []
     for sock in clients:
+        sock.settimeout(TIMEOUT)
+        chunks = []
+        while True:
+            data = sock.recv(65536)  # a reset here is the bug: a stop must not destroy echo
+            if not data:
+                break
+            chunks.append(data)
+        received.append(b"".join(chunks))
         sock.close()
+    started = time.monotonic()
+    status = server.wait()
+    elapsed = time.monotonic() - started
+    assert received[1] in (b"", b"pending"), received  # echoed, unless the stop came before it was read
     assert status == 0, server.stderr()
-    assert elapsed < 3, "the contract says within a second; this bound leaves room for a loaded machine"
+    assert elapsed < 3, "once its clients have closed, a stopping server exits (this bound leaves room for a loaded machine)"
     assert "Traceback" not in server.stderr()
     assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a child process was left behind"
     assert port_is_free(server.port)
@@ -193,14 +205,31 @@ def test_default_logs_follow_the_article(script, start_server):
 
 @every_server
 def test_work_flag_burns_cpu_and_still_echoes(script, start_server):
-    server = start_server(script, "-q", "--work", "200000")
+    # What sum(range(N)) costs depends on the interpreter and its build (2.6 ms on pyenv's unoptimized 3.11,
+    # 1.2 ms on Debian's optimized 3.14 and 3.15), so it is measured here, on the interpreter the server runs:
+    # the least CPU time of a few runs (the others include whatever interrupted this process).
+    work, chunks = 200000, 100
+    costs = []
+    for _ in range(5):
+        started = time.process_time()
+        sum(range(work))
+        costs.append(time.process_time() - started)
+    expected = chunks * min(costs)
+    server = start_server(script, "-q", "--work", str(work))
     before = server.cpu_seconds()
     with server.connect() as sock:
-        for n in range(100):
+        for n in range(chunks):
             message = b"%05d" % n
             assert exchange(sock, message) == message
-    # 100 chunks x sum(range(200000)) is about a second of CPU at 5 ms each; allow a wide margin.
-    assert server.cpu_seconds() - before > 0.2
+    # At least half of it per chunk. The server's CPU is read in clock ticks, and a forked child's
+    # counts with its parent once reaped: wait (bounded) for it rather than read it once.
+    burnt = []
+
+    def enough():
+        burnt.append(server.cpu_seconds() - before)
+        return burnt[-1] >= expected / 2
+    assert wait_until(enough, interval=0.1), "{:.3f} s of CPU for {} chunks, at least {:.3f} s expected".format(
+        burnt[-1], chunks, expected / 2)
 
 
 # What each platform-specific server needs, and how to take it away in a test.

@@ -1,0 +1,299 @@
+"""Real peers: clients that idle, trickle, stop reading or vanish cannot hold a server; TCP
+keepalive is on; and a stop loses no echo (every server)."""
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_pids, roundtrip, settled_fds, wait_until
+
+every_server = pytest.mark.parametrize("script", SERVERS)
+# How many clients a pattern serves at once with its defaults: as many idle ones denied service before.
+AT_ONCE = {"echo_simple.py": 1, "echo_prefork.py": 10, "echo_prethread.py": 40}
+PATTERN = bytes(range(256)) * 4096  # 1 MiB; byte i of a stream made of it is i % 256
+
+
+def is_prefix(data):
+    """True when data is the start of a stream of PATTERN, byte for byte."""
+    return data == (PATTERN * (len(data) // len(PATTERN) + 1))[:len(data)]
+
+
+def push_until_stalled(sock, stall=0.5, limit=64 << 20, timeout=TIMEOUT):
+    """Send PATTERN on a non-blocking socket without reading until the send has taken nothing
+    for stall seconds (the server stopped reading); return how many bytes went out."""
+    sock.setblocking(False)
+    sent, stalled_since, deadline = 0, None, time.monotonic() + timeout
+    while sent < limit and time.monotonic() < deadline:
+        try:
+            sent += sock.send(memoryview(PATTERN)[sent % 256:])
+            stalled_since = None
+        except BlockingIOError:
+            stalled_since = stalled_since or time.monotonic()
+            if time.monotonic() - stalled_since > stall:
+                break
+            time.sleep(0.01)
+    sock.setblocking(True)
+    return sent
+
+
+def read_to_end(sock, timeout=TIMEOUT):
+    """Everything until EOF; raises what recv() raises (a reset is a failure)."""
+    sock.settimeout(timeout)
+    received = bytearray()
+    while True:
+        data = sock.recv(1 << 20)
+        if not data:
+            return bytes(received)
+        received += data
+
+
+def cut(sock, timeout=5.0):
+    """True when the server closed sock (EOF or a reset) within timeout seconds."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionError:
+        return True
+    except OSError:  # timed out: still open
+        return False
+
+
+@every_server
+def test_idle_clients_are_closed_and_a_new_client_is_served(script, start_server):
+    """As many idle clients as the pattern serves at once took it down for good before."""
+    server = start_server(script, "--timeout", "1")
+    idle = []
+    try:
+        for _ in range(AT_ONCE.get(script, 40)):
+            idle.append(server.connect())
+            idle[-1].sendall(b"x")  # half a conversation, then silence
+        for sock in idle:
+            assert sock.recv(1) == b"x"
+        with server.connect() as fresh:
+            fresh.settimeout(6)  # one timeout to free a worker, and room for a loaded machine
+            assert exchange(fresh, b"served") == b"served", "a new client was not served"
+        assert all(cut(sock) for sock in idle), "an idle client was never closed"
+    finally:
+        for sock in idle:
+            sock.close()
+    assert wait_until(lambda: "Timeout" in server.stdout()), "no Timeout log line"
+
+
+@every_server
+def test_a_slow_client_is_never_cut(script, start_server):
+    """A byte every 0.45 s, and a reader that drains its echo a megabyte every 0.45 s: both alive."""
+    server = start_server(script, "-q", "--timeout", "1")
+    with server.connect() as sock:
+        for byte in b"trickle":
+            sock.sendall(bytes([byte]))
+            assert sock.recv(1) == bytes([byte])
+            time.sleep(0.45)
+        payload = PATTERN * 6
+        writer = threading.Thread(target=sock.sendall, args=(payload,), daemon=True)
+        writer.start()
+        received = bytearray()
+        while len(received) < len(payload):
+            time.sleep(0.45)  # the server's sends wait on this reader, but never a whole second
+            data = sock.recv(1 << 20)
+            assert data, "cut after {} of {} bytes".format(len(received), len(payload))
+            received += data
+        writer.join(TIMEOUT)
+        assert bytes(received) == payload
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1) == b""
+
+
+@every_server
+def test_a_client_that_never_reads_is_freed(script, start_server):
+    server = start_server(script, "-q", "--timeout", "1")
+    assert roundtrip(server, b"warm up") == (b"warm up", True)
+    baseline = settled_fds(server.pid)
+    with server.connect() as hog:
+        assert push_until_stalled(hog) > 0
+        assert wait_until(lambda: group_fds(server.pid) <= baseline, timeout=6), "the server still holds it"
+        assert roundtrip(server, b"next") == (b"next", True)
+    assert server.stdout().splitlines() == ["Server Run Port:{}".format(server.port)], "-q hides Timeout"
+
+
+@every_server
+def test_timeout_zero_keeps_an_idle_client(script, start_server):
+    server = start_server(script, "-q", "--timeout", "0")
+    with server.connect() as sock:
+        assert exchange(sock, b"a") == b"a"
+        time.sleep(1.2)
+        assert exchange(sock, b"b") == b"b"
+
+
+def keepalive_timer(server_port, client_port):
+    """The (timer, remaining clock ticks) /proc/net/tcp shows for the server's end of a connection."""
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            local, remote = (int(address.split(":")[1], 16) for address in fields[1:3])
+            if (local, remote) == (server_port, client_port):
+                timer, when = fields[5].split(":")
+                return int(timer, 16), int(when, 16)
+    return None
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's /proc/net/tcp")
+@every_server
+def test_keepalive_is_on_for_accepted_connections(script, start_server):
+    server = start_server(script, "-q")
+    idle = int(re.search(r"^KEEPALIVE_IDLE = (\d+)", (ROOT / script).read_text(), re.M).group(1))
+    with server.connect() as sock:
+        assert exchange(sock, b"k") == b"k"
+        found = wait_until(lambda: (keepalive_timer(server.port, sock.getsockname()[1]) or (0, 0))[0] == 2, timeout=3)
+        assert found, "no keepalive timer: {}".format(keepalive_timer(server.port, sock.getsockname()[1]))
+        _, when = keepalive_timer(server.port, sock.getsockname()[1])
+        assert when <= (idle + 1) * os.sysconf("SC_CLK_TCK"), "the kernel's 2-hour default, not KEEPALIVE_IDLE"
+
+
+@every_server
+def test_a_stop_sends_every_echo_then_eof(script, start_server):
+    """The client pushed tens of MB without reading; after SIGTERM it reads an exact prefix of
+    what it sent, then EOF, never a reset, and the server exits 0 once the client has closed."""
+    server = start_server(script, "-q", "--grace", "10")
+    sock = server.connect()
+    with sock:
+        sent = push_until_stalled(sock)
+        os.kill(server.pid, signal.SIGTERM)
+        received = read_to_end(sock)  # a ConnectionResetError here is the bug
+        assert received and is_prefix(received), "{} bytes back of {}, not a prefix".format(len(received), sent)
+    started = time.monotonic()
+    status = server.wait(5)
+    assert status == 0, "exit status {} ({:.1f} s after the client closed): {}".format(
+        status, time.monotonic() - started, server.stderr())
+    assert "Traceback" not in server.stderr()
+
+
+@every_server
+def test_the_grace_ends_a_stop_that_a_client_holds(script, start_server):
+    """A client that reads nothing and never closes holds the stop only until the grace is over."""
+    server = start_server(script, "-q", "--grace", "0.5")
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        started = time.monotonic()
+        os.kill(server.pid, signal.SIGTERM)
+        status = server.wait(5)
+        took = time.monotonic() - started
+    assert status == 0 and took > 0.4, "exit status {} after {:.1f} s: {}".format(status, took, server.stderr())
+    assert "Traceback" not in server.stderr()
+    assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a process was left behind"
+
+
+@every_server
+def test_a_second_signal_ends_the_stop_at_once(script, start_server):
+    server = start_server(script, "-q", "--grace", "30")
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        os.kill(server.pid, signal.SIGTERM)
+        time.sleep(0.3)
+        os.kill(server.pid, signal.SIGINT)
+        status = server.wait(5)
+    assert status == 1, "exit status {}: {}".format(status, server.stderr())
+    assert "Traceback" not in server.stderr()
+    assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a process was left behind"
+
+
+# ---- A peer that vanishes: a client in a network namespace whose link is deleted mid-connection,
+# so that no FIN or RST ever reaches the server. Addresses from 198.18.0.0/15 (RFC 2544's range for
+# benchmark networks), and only inside the two namespaces this test makes and removes.
+
+def ip(*args, check=True):
+    return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=TIMEOUT, check=check)
+
+
+def can_make_namespaces():
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("ip"):
+        return False
+    name = "echo-probe-{}".format(os.getpid())
+    if ip("netns", "add", name, check=False).returncode != 0:
+        return False
+    ip("netns", "del", name, check=False)
+    return True
+
+
+@pytest.fixture
+def two_hosts():
+    """(server namespace, client namespace, the link to cut): a veth pair between two namespaces."""
+    if not can_make_namespaces():
+        pytest.skip("needs root, Linux and iproute2 to make network namespaces")
+    tag = "{}x{}".format(os.getpid(), threading.get_ident() % 10000)
+    server_ns, client_ns = "echo-srv-" + tag, "echo-cli-" + tag
+    server_if, client_if = "es" + tag[-12:], "ec" + tag[-12:]
+    try:
+        ip("netns", "add", server_ns)
+        ip("netns", "add", client_ns)
+        ip("link", "add", server_if, "type", "veth", "peer", "name", client_if)
+        ip("link", "set", server_if, "netns", server_ns)
+        ip("link", "set", client_if, "netns", client_ns)
+        for ns, link, address in ((server_ns, server_if, "198.18.0.1/30"), (client_ns, client_if, "198.18.0.2/30")):
+            ip("-n", ns, "addr", "add", address, "dev", link)
+            ip("-n", ns, "link", "set", link, "up")
+            ip("-n", ns, "link", "set", "lo", "up")
+        yield server_ns, client_ns, client_if
+    finally:
+        ip("netns", "del", client_ns, check=False)
+        ip("netns", "del", server_ns, check=False)
+
+
+VANISHING_CLIENT = """
+import socket, sys, time
+sock = socket.create_connection(("198.18.0.1", int(sys.argv[1])), timeout=10)
+sock.sendall(b"v")
+assert sock.recv(1) == b"v"
+print("echoed", flush=True)
+time.sleep(60)
+"""
+
+
+def vanish(server, client_ns, client_if):
+    """Connect from the client namespace, echo a byte, then delete the client's link mid-connection."""
+    client = subprocess.Popen(["ip", "netns", "exec", client_ns, sys.executable, "-c", VANISHING_CLIENT,
+                               str(server.port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        ready = []
+        reader = threading.Thread(target=lambda: ready.append(client.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(TIMEOUT)
+        assert ready == ["echoed\n"], "the client in the namespace was not echoed: {}".format(client.stderr.read())
+        ip("-n", client_ns, "link", "del", client_if)  # gone: no FIN, no RST reaches the server
+    finally:
+        client.kill()  # its socket dies in a namespace with no way out
+        client.wait(TIMEOUT)
+
+
+@every_server
+def test_a_vanished_peer_is_freed_by_the_deadline(script, two_hosts, start_server):
+    server_ns, client_ns, client_if = two_hosts
+    server = start_server(script, "--host", "198.18.0.1", "--timeout", "1", wrap=("ip", "netns", "exec", server_ns))
+    baseline = settled_fds(server.pid)
+    vanish(server, client_ns, client_if)
+    assert wait_until(lambda: "Timeout" in server.stdout(), timeout=6), "no Timeout for the vanished peer"
+    assert wait_until(lambda: group_fds(server.pid) <= baseline, timeout=3), "its descriptor is still held"
+
+
+def test_keepalive_frees_a_vanished_peer_without_a_deadline(two_hosts, start_server, tmp_path):
+    """A copy of echo_selectors.py whose keepalive probes after 1 s, every second, twice."""
+    server_ns, client_ns, client_if = two_hosts
+    source = (ROOT / "echo_selectors.py").read_text()
+    for name in ("KEEPALIVE_IDLE", "KEEPALIVE_INTERVAL", "KEEPALIVE_COUNT"):
+        source, found = re.subn(r"^{} = \d+".format(name), "{} = {}".format(name, 2 if name.endswith("COUNT") else 1),
+                                source, flags=re.M)
+        assert found == 1, name
+    (tmp_path / "short_keepalive.py").write_text(source)
+    server = start_server("echo_selectors.py", "-q", "--host", "198.18.0.1", "--timeout", "0",
+                          source=tmp_path / "short_keepalive.py", wrap=("ip", "netns", "exec", server_ns))
+    baseline = settled_fds(server.pid)
+    vanish(server, client_ns, client_if)
+    assert wait_until(lambda: group_fds(server.pid) <= baseline, timeout=8), "keepalive did not free it"
