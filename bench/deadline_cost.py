@@ -1,0 +1,90 @@
+"""What keeping time costs: messages per server CPU-second, a server file against the same file at an
+earlier commit, each server pinned to one core and the client to the other, runs interleaved.
+
+    python3 bench/deadline_cost.py --before REV [--rounds 5] [--servers echo_epoll.py,...] [--scenarios article-100,c1k]
+
+The server runs with -q and MALLOC_MMAP_THRESHOLD_=131072 (the Protocol server's c1k figure moves
+about 3x with glibc's mmap threshold otherwise: RESULTS.md, "Message sizes"); its CPU time is read
+from /proc/PID/task/*/schedstat (nanoseconds, not 10 ms ticks). Each round runs before, after
+(or after, before: the order alternates), and the table gives each side's median and the median
+of the per-round ratios after/before. Every wait is bounded; each server is stopped whatever happens.
+"""
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import Server  # noqa: E402
+
+SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]
+SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
+    "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],
+    "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold",
+            "--connect-pace", "20000"],
+}
+
+
+def cpu_ns(pid):
+    total = 0
+    for task in os.listdir("/proc/{}/task".format(pid)):
+        with open("/proc/{}/task/{}/schedstat".format(pid, task)) as f:
+            total += int(f.read().split()[0])
+    return total
+
+
+def run(source, scenario):
+    """Messages per server CPU-second for one run of scenario against the server file source."""
+    with tempfile.TemporaryDirectory() as folder:
+        script = Path(folder) / Path(source).name
+        env_prelude = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)
+        server = Server(script.name, folder, ["-q"], prelude=env_prelude, source=source)
+        try:
+            server.wait_for_port()
+            before = cpu_ns(server.pid)
+            proc = subprocess.run([sys.executable, str(ROOT / "client.py"), "--port", str(server.port), "--procs", "1",
+                                   "--json", *SCENARIOS[scenario]], capture_output=True, text=True, timeout=300,
+                                  preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
+            used = (cpu_ns(server.pid) - before) / 1e9
+        finally:
+            server.kill()
+    figures = json.loads(proc.stdout)
+    if figures["errors"] or figures["messages"] != figures["expected"]:
+        sys.exit("{} {}: {} errors, {} of {} messages".format(source, scenario, figures["errors"],
+                                                              figures["messages"], figures["expected"]))
+    return figures["messages"] / used
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="the git revision to compare the working tree with")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--servers", default="echo_epoll.py,echo_selectors.py,echo_asyncio_protocol.py")
+    parser.add_argument("--scenarios", default="article-100,c1k")
+    args = parser.parse_args()
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # inherited by the servers
+    print("| server | scenario | before (msgs per server CPU-s) | after | after / before |")
+    print("|---|---|---:|---:|---:|")
+    with tempfile.TemporaryDirectory() as old:
+        for script in args.servers.split(","):
+            (Path(old) / script).write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", "{}:{}".format(
+                args.before, script)], capture_output=True, check=True).stdout)
+            for scenario in args.scenarios.split(","):
+                before, after = [], []
+                for round_ in range(args.rounds):
+                    order = [(before, Path(old) / script), (after, ROOT / script)]
+                    for figures, source in order if round_ % 2 == 0 else order[::-1]:
+                        figures.append(run(source, scenario))
+                ratios = [a / b for a, b in zip(after, before)]
+                print("| {} | {} | {:,.0f} | {:,.0f} | {:.3f} ({:.3f}-{:.3f}) |".format(
+                    script, scenario, statistics.median(before), statistics.median(after), statistics.median(ratios),
+                    min(ratios), max(ratios)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

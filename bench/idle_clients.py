@@ -1,0 +1,102 @@
+"""How many idle clients deny service, and for how long: each server at an earlier commit against
+the working tree's with a deadline.
+
+    python3 bench/idle_clients.py --before REV [--timeout 5] [--most 100] [SERVER ...]
+
+Idle clients connect one at a time, each sends one byte and then says nothing; after each one a
+fresh client tries an echo (3 s). At the first refusal, another waits up to --timeout + 15 s for its
+echo: how long after the last idle client connected service came back. Then the same with trickling clients (a byte every
+half --timeout) on the working tree's files: they stay under the deadline, so what they deny, they
+deny for as long as they trickle (measured for three timeouts). Every wait is bounded; each server is
+stopped whatever happens.
+"""
+import argparse
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import SERVERS, Server  # noqa: E402
+
+
+def echoed(port, wait):
+    """Seconds a fresh client took to get its echo, or None past wait."""
+    started = time.monotonic()
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=wait) as sock:
+            sock.sendall(b"?")
+            return time.monotonic() - started if sock.recv(1) == b"?" else None
+    except OSError:
+        return None
+
+
+def deny(source, args, most, back_wait, trickle=None):
+    """(idle clients at the first refused echo or None, seconds until an echo came back or None)."""
+    stop = threading.Event()
+    with tempfile.TemporaryDirectory() as folder:
+        server = Server(Path(source).name, folder, ["-q", *args], source=source)
+        clients = []
+        try:
+            server.wait_for_port()
+            for count in range(1, most + 1):
+                sock = socket.create_connection(("127.0.0.1", server.port), timeout=3)
+                sock.sendall(b"x")
+                clients.append(sock)
+                if trickle:
+                    threading.Thread(target=trickling, args=(sock, trickle, stop), daemon=True).start()
+                time.sleep(0.02)  # let a worker take it
+                last = time.monotonic()
+                if echoed(server.port, 3) is None:
+                    back = echoed(server.port, back_wait)
+                    return count, None if back is None else time.monotonic() - last
+            return None, None
+        finally:
+            stop.set()
+            for sock in clients:
+                sock.close()
+            server.kill()
+
+
+def trickling(sock, every, stop):
+    while not stop.wait(every):
+        try:
+            sock.sendall(b"t")
+        except OSError:
+            return
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", required=True, help="the git revision before the deadline")
+    parser.add_argument("--timeout", type=float, default=5.0, help="--timeout for the working tree's servers")
+    parser.add_argument("--most", type=int, default=100, help="idle clients at most")
+    parser.add_argument("servers", nargs="*", default=SERVERS)
+    args = parser.parse_args()
+    print("| server | idle clients that denied service, before | service back after | with --timeout {:g}: "
+          "denied by | service back after | trickling clients (a byte every {:g} s) |".format(
+              args.timeout, args.timeout / 2))
+    print("|---|---:|---|---:|---|---|")
+    with tempfile.TemporaryDirectory() as old:
+        for script in args.servers:
+            (Path(old) / script).write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", "{}:{}".format(
+                args.before, script)], capture_output=True, check=True).stdout)
+            row = [script]
+            for source, flags in ((Path(old) / script, []), (ROOT / script, ["--timeout", str(args.timeout)])):
+                count, back = deny(source, flags, args.most, args.timeout + 15)
+                row += ["not by {}".format(args.most) if count is None else count,
+                        "-" if count is None else "not in {:g} s".format(args.timeout + 15) if back is None
+                        else "{:.1f} s".format(back)]
+            count, back = deny(ROOT / script, ["--timeout", str(args.timeout)], args.most, 3 * args.timeout,
+                               trickle=args.timeout / 2)
+            row.append("not by {}".format(args.most) if count is None else "{} deny it{}".format(
+                count, " (service back after {:.1f} s)".format(back) if back else ", held while they trickle"))
+            print("| " + " | ".join(str(cell) for cell in row) + " |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
