@@ -928,8 +928,13 @@ def proc_cpu(pgid):
     return sum(sum(int(x) for x in fields[11:15]) / tick for _, fields in stats if int(fields[2]) == pgid)
 
 
-def children_of(pid):
-    return sorted(child for child, fields in proc_stats() or () if int(fields[1]) == pid)
+def worker_cpu(pid):
+    """{child pid: CPU seconds} for each child of pid (utime + stime: all its threads, ended ones
+    included), from /proc (Linux), or None."""
+    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
+    if stats is None:
+        return None
+    return {child: (int(fields[11]) + int(fields[12])) / tick for child, fields in stats if int(fields[1]) == pid}
 
 
 class RunningServer:
@@ -938,8 +943,8 @@ class RunningServer:
 
     def __init__(self, script, work, extra=()):
         self.name = " ".join([script.name, *extra])
-        self.reports = "report_served" in declared(script)  # its workers say what they served, on SIGUSR1
-        self.err = tempfile.TemporaryFile()  # read while it runs: the workers' reports
+        self.pool = "fork_worker" in declared(script)  # a pool of worker processes, measured one by one
+        self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
@@ -960,31 +965,9 @@ class RunningServer:
     def cpu(self):
         return proc_cpu(self.proc.pid)
 
-    def served(self):
-        """Ask each worker (SIGUSR1) what it served since it was last asked:
-        {pid: (connections accepted, chunks echoed, bytes echoed)}, or {} if it cannot say."""
-        workers = children_of(self.proc.pid) if self.reports else []
-        before = len(self.reported())
-        for pid in workers:
-            try:
-                os.kill(pid, signal.SIGUSR1)
-            except ProcessLookupError:
-                workers.remove(pid)  # it just ended: a replacement counts from 0
-        deadline = time.monotonic() + 5
-        while len(self.reported()) < before + len(workers) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        return dict(self.reported()[before:])
-
-    def reported(self):
-        """Every '[PID:n]Served:accepted=A chunks=C bytes=B' line so far, as (n, (A, C, B))."""
-        # pread, not seek and read: the server writes through the same file offset.
-        fd = self.err.fileno()
-        found = []
-        for line in os.pread(fd, os.fstat(fd).st_size, 0).decode(errors="replace").splitlines():
-            pid, _, counts = line.partition("]Served:")
-            if counts and pid.startswith("[PID:"):
-                found.append((int(pid[5:]), tuple(int(field.split("=")[1]) for field in counts.split())))
-        return found
+    def workers_cpu(self):
+        """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
+        return worker_cpu(self.proc.pid) if self.pool else None
 
     def alive(self):
         return self.proc.poll() is None
@@ -1107,7 +1090,7 @@ def run_all(args, entries):
         if too_many:
             die(too_many)
         servers = [RunningServer(script, work, extra) for script, extra in entries]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "served": {}} for s in servers}
+        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "worker_cpu": {}} for s in servers}
         try:
             # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
             warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
@@ -1121,13 +1104,14 @@ def run_all(args, entries):
                 if not server.alive():
                     row["failed"] = "exited with status {}".format(server.proc.returncode)
                     continue
-                server.served()  # counted from here: the workers' reports leave out the warm-up
-                before = server.cpu()
+                before, workers_before = server.cpu(), server.workers_cpu()
                 result = measure("127.0.0.1", server.port, load, args.procs)
-                after = server.cpu()
+                after, workers_after = server.cpu(), server.workers_cpu()
                 result["server_cpu_s"] = None if before is None else after - before
-                for pid, counts in server.served().items() if rep else ():  # each worker, this run
-                    row["served"][pid] = [a + b for a, b in zip(row["served"].get(pid, (0, 0, 0)), counts)]
+                if rep and workers_after is not None:  # each worker's CPU in this run (not the warm-up);
+                    for pid, seconds in workers_after.items():  # one started during the run, from its start
+                        used = seconds - (workers_before or {}).get(pid, 0.0)
+                        row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
                 print("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                     result["msgs_per_s"], result["errors"]), file=sys.stderr, flush=True)
@@ -1150,7 +1134,7 @@ def summarize(row):
     """The median of the measured runs, for each figure."""
     runs = row.pop("runs")
     if row["failed"] or not runs:
-        del row["served"]
+        del row["worker_cpu"]
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
@@ -1159,7 +1143,7 @@ def summarize(row):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
-    row.update(spread(row.pop("served")))
+    row.update(spread(row.pop("worker_cpu"), len(runs)))
     cpu = row["server_cpu_s"]
     row["msgs_per_server_cpu_s"] = row["messages"] / cpu if cpu else None
     # The client spent more CPU than the server: the figure is as much the client's as the server's.
@@ -1167,19 +1151,16 @@ def summarize(row):
     return row
 
 
-def spread(served):
-    """How the measured runs' work fell on the workers: each worker's [connections, chunks,
-    bytes] (busiest first), and the busiest worker's share of the connections and of the
-    chunks echoed, beside an even share (1/N)."""
-    if not served:
-        return {"workers": None, "busiest_conn_share": None, "busiest_chunk_share": None}
-    counts = sorted(served.values(), key=lambda c: (-c[1], -c[0]))
-
-    def busiest(i):
-        total = sum(c[i] for c in counts)
-        return max(c[i] for c in counts) / total if total else None
-    return {"workers": counts, "busiest_conn_share": busiest(0), "busiest_chunk_share": busiest(1),
-            "even_share": 1 / len(counts)}
+def spread(worker_cpu, runs):
+    """How the measured runs' work fell on the workers: each one's CPU seconds in a run (the
+    mean over the runs, busiest first), and the busiest worker's share of the workers' CPU beside
+    an even share (1/N). What a worker used in a run it did not outlive is lost with it."""
+    if not worker_cpu:
+        return {"worker_cpu_s": None, "busiest_cpu_share": None, "even_share": None}
+    seconds = sorted((round(s / runs, 3) for s in worker_cpu.values()), reverse=True)
+    total = sum(seconds)
+    return {"worker_cpu_s": seconds, "busiest_cpu_share": seconds[0] / total if total else None,
+            "even_share": 1 / len(seconds)}
 
 
 def rank(rows):
@@ -1349,28 +1330,31 @@ def table_markdown(table):
                   "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
                   .format(w.connecting, ", at most {:,.0f} started a second".format(w.connect_pace)
                           if w.connect_pace else "", SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
-    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + " | per worker |",
-              "|---:|---|" + "---:|" * len(columns) + "---|"]
+    # The workers' CPU, where there is a pool of them and /proc to read it from (Linux).
+    per_worker = any(r.get("worker_cpu_s") for r in table["rows"])
+    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + (
+        " | CPU per worker |" if per_worker else " |"), "|---:|---|" + "---:|" * len(columns) + (
+        "---|" if per_worker else "")]
     for r in table["rows"]:
-        spread = spread_text(r)
+        spread = [spread_text(r)] if per_worker else []
         if r["failed"]:
-            lines.append("| - | {} | failed: {} |{} {} |".format(r["server"], r["failed"],
-                                                                " |" * (len(columns) - 1), spread))
+            cells = ["failed: " + r["failed"]] + [""] * (len(columns) - 1) + spread
+            lines.append("| - | {} | {} |".format(r["server"], " | ".join(cells)))
             continue
         cells = [fmt(r[key], spec) for _, key, spec in columns]
         cells[-1] += " (client-bound)" if r["client_bound"] else ""
-        lines.append("| {} | {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells), spread))
+        lines.append("| {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells + spread)))
     return lines + [""]
 
 
 def spread_text(r):
-    """The measured runs' connections per worker, and the busiest worker's share of the
-    chunks echoed beside an even share: "26/24 conns; busiest 61 % of chunks (even 50 %)"."""
-    if not r.get("workers"):
+    """Each worker's CPU seconds in a measured run, and the busiest worker's share of the
+    workers' CPU beside an even share: "0.61/0.39 s; busiest 61% (even 50%)"."""
+    if not r.get("worker_cpu_s"):
         return ""
-    text = "/".join(str(c[0]) for c in r["workers"]) + " conns"
-    if r["busiest_chunk_share"] is not None:
-        text += "; busiest {:.0%} of chunks (even {:.0%})".format(r["busiest_chunk_share"], r["even_share"])
+    text = "/".join("{:.2f}".format(s) for s in r["worker_cpu_s"]) + " s"
+    if r["busiest_cpu_share"] is not None:
+        text += "; busiest {:.0%} (even {:.0%})".format(r["busiest_cpu_share"], r["even_share"])
     return text
 
 

@@ -32,6 +32,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
+signals = 0  # the Ctrl-C and SIGTERM taken so far
 waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
@@ -42,7 +43,7 @@ async def accept_loop(server_sock):
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
     for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, asyncio.current_task().cancel)
+        loop.add_signal_handler(signum, on_signal, asyncio.current_task())
     log("Ready For Accept")
     server_sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     try:
@@ -74,7 +75,71 @@ async def accept_loop(server_sock):
             client.shutdown(socket.SHUT_WR)
     if tasks:  # the others half-close once they have sent what they read
         await asyncio.wait(tasks, timeout=GRACE)
-    # The grace is over: asyncio.run() cancels the tasks left, and each closes its socket.
+    # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
+
+
+def on_signal(task):
+    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
+    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    global signals
+    signals += 1
+    if signals == 1:
+        task.cancel()
+    else:
+        asyncio.get_running_loop().call_soon(task.cancel)
+
+
+async def send_recv(sock):
+    loop = asyncio.get_running_loop()
+    fd = sock.fileno()
+    sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
+    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
+    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    buffer = memoryview(bytearray(BUFSIZE))
+    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
+    # messages per CPU-second (the noise); asyncio.timeout() around each await cost 20-30 %.
+    deadline = Deadline(fd, asyncio.current_task().cancel)
+    try:
+        while not stopping:
+            waiting.add(sock)
+            data = buffer[:await loop.sock_recv_into(sock, buffer)]
+            waiting.discard(sock)
+            deadline.moved = time.monotonic()
+            # Nothing read is EOF: the client closed its side. A chunk that came as the stop
+            # half-closed this connection is dropped, like all that follows.
+            if not data or stopping:
+                break
+            log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
+            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            await send_all(sock, data, deadline)
+        # Stopping, every echo written: half-close, then read and discard until the client
+        # closes or the grace ends (close() with unread input would send RST).
+        if stopping:
+            sock.shutdown(socket.SHUT_WR)
+            while await loop.sock_recv_into(sock, buffer):
+                deadline.moved = time.monotonic()
+        log("[FD:{}]Recv:EOF", fd)
+    except OSError as e:  # a reset or vanished client ends only its own connection
+        log("[FD:{}]Error:{}", fd, e.strerror)
+        # asyncio keeps this exception (a future, the reader), and its traceback this frame
+        # with its last chunk: a cycle that lasts until the next full garbage collection.
+        e.__traceback__ = None
+    finally:
+        waiting.discard(sock)
+        deadline.cancel()
+        sock.close()  # also where a timeout or the grace's end cancelled this task
+
+
+async def send_all(sock, data, deadline):
+    """The article's sock_sendall(), as a loop of send(): each time the client makes room,
+    that is progress, so a client that takes its echo slowly is alive."""
+    loop = asyncio.get_running_loop()
+    while data:
+        try:
+            data = data[sock.send(data):]
+        except BlockingIOError:  # the kernel's buffers are full: wait until the client reads
+            await ready(sock, loop.add_writer, loop.remove_writer)
+            deadline.moved = time.monotonic()
 
 
 async def ready(sock, add, remove):
@@ -127,60 +192,7 @@ def queued(fd):
         return 0
 
 
-async def send_recv(sock):
-    loop = asyncio.get_running_loop()
-    fd = sock.fileno()
-    sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
-    buffer = memoryview(bytearray(BUFSIZE))
-    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
-    # messages per CPU-second (the noise); asyncio.timeout() around each await cost 20-30 %.
-    deadline = Deadline(fd, asyncio.current_task().cancel)
-    with sock:
-        try:
-            while not stopping:
-                waiting.add(sock)
-                data = buffer[:await loop.sock_recv_into(sock, buffer)]
-                waiting.discard(sock)
-                deadline.moved = time.monotonic()
-                # Nothing read is EOF: the client closed its side. A chunk that came as the stop
-                # half-closed this socket is dropped, like all that follows.
-                if not data or stopping:
-                    break
-                log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
-                sum(range(WORK))  # --work: the CPU cost of handling a chunk
-                await send_all(sock, data, deadline)
-            # Stopping, every echo sent: half-close, then read and discard until the client
-            # closes or the grace ends (close() with unread input would send RST).
-            if stopping:
-                sock.shutdown(socket.SHUT_WR)
-                while await loop.sock_recv_into(sock, buffer):
-                    deadline.moved = time.monotonic()
-            log("[FD:{}]Recv:EOF", fd)
-        except OSError as e:  # a reset or vanished client ends only its own connection
-            log("[FD:{}]Error:{}", fd, e.strerror)
-            # asyncio keeps this exception (a future, the reader), and its traceback this frame
-            # with its last chunk: a cycle that lasts until the next full garbage collection.
-            e.__traceback__ = None
-        finally:
-            waiting.discard(sock)
-            deadline.cancel()
-
-
-async def send_all(sock, data, deadline):
-    """The article's sock_sendall(), as a loop of send(): each time the client makes room,
-    that is progress, so a client that takes its echo slowly is alive."""
-    loop = asyncio.get_running_loop()
-    while data:
-        try:
-            data = data[sock.send(data):]
-        except BlockingIOError:  # the kernel's buffers are full: wait until the client reads
-            await ready(sock, loop.add_writer, loop.remove_writer)
-            deadline.moved = time.monotonic()
-
-
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -247,8 +259,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -257,7 +269,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -267,19 +280,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -324,7 +327,7 @@ def start_listening(args):
 
 
 def main():
-    server_sock = start_listening(parse_args())
+    server_sock = start_listening(argument_parser().parse_args())
     with server_sock:
         try:
             # The article's SelectorEventLoop + run_until_complete set-up is deprecated.

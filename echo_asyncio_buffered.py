@@ -38,6 +38,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 UVLOOP = True  # main() offers --uvloop, and client.py --all adds a uvloop row
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
+signals = 0  # the Ctrl-C and SIGTERM taken so far
 connections = set()  # the clients' protocols, which a stop waits for
 
 
@@ -47,7 +48,7 @@ async def accept_loop(server_sock, backlog):
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
     for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, asyncio.current_task().cancel)
+        loop.add_signal_handler(signum, on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
@@ -70,43 +71,15 @@ async def accept_loop(server_sock, backlog):
             client.transport.abort()
 
 
-class Deadline:
-    """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
-    TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
-    Progress: a chunk read or sent (the connection stamps `moved`), or fewer bytes waiting
-    for the client, in the connection's buffer (held()) or in the kernel's (queued())."""
-
-    def __init__(self, fd, expire, held=lambda: 0):
-        self.fd, self.expire, self.held, self.timer = fd, expire, held, None
-        self.moved, self.left = time.monotonic(), (0, 0)
-        if TIMEOUT:
-            self.timer = asyncio.get_running_loop().call_later(TIMEOUT, self.check)
-
-    def check(self):
-        left = (self.held(), queued(self.fd))
-        if any(now < before for now, before in zip(left, self.left)):  # the client took some echo
-            self.moved = time.monotonic()
-        self.left = left
-        quiet = time.monotonic() - self.moved
-        if quiet < TIMEOUT:
-            self.timer = asyncio.get_running_loop().call_later(TIMEOUT - quiet, self.check)
-        else:
-            log("[FD:{}]Timeout", self.fd)
-            self.expire()
-
-    def cancel(self):
-        if self.timer:
-            self.timer.cancel()
-
-
-def queued(fd):
-    """The bytes the kernel holds for the client until it acknowledges them (Linux's SIOCOUTQ;
-    0 where the platform does not say). Linux says "writable" only once a third of the send
-    buffer is free: a client can drain the rest slowly for long without a single event."""
-    try:
-        return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
-    except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)
-        return 0
+def on_signal(task):
+    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
+    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    global signals
+    signals += 1
+    if signals == 1:
+        task.cancel()
+    else:
+        asyncio.get_running_loop().call_soon(task.cancel)
 
 
 class EchoProtocol(asyncio.BufferedProtocol):
@@ -171,7 +144,46 @@ class EchoProtocol(asyncio.BufferedProtocol):
             log("[FD:{}]Error:{}", self.fd, exc)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+class Deadline:
+    """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
+    TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
+    Progress: a chunk read or sent (the connection stamps `moved`), or fewer bytes waiting
+    for the client, in the connection's buffer (held()) or in the kernel's (queued())."""
+
+    def __init__(self, fd, expire, held=lambda: 0):
+        self.fd, self.expire, self.held, self.timer = fd, expire, held, None
+        self.moved, self.left = time.monotonic(), (0, 0)
+        if TIMEOUT:
+            self.timer = asyncio.get_running_loop().call_later(TIMEOUT, self.check)
+
+    def check(self):
+        left = (self.held(), queued(self.fd))
+        if any(now < before for now, before in zip(left, self.left)):  # the client took some echo
+            self.moved = time.monotonic()
+        self.left = left
+        quiet = time.monotonic() - self.moved
+        if quiet < TIMEOUT:
+            self.timer = asyncio.get_running_loop().call_later(TIMEOUT - quiet, self.check)
+        else:
+            log("[FD:{}]Timeout", self.fd)
+            self.expire()
+
+    def cancel(self):
+        if self.timer:
+            self.timer.cancel()
+
+
+def queued(fd):
+    """The bytes the kernel holds for the client until it acknowledges them (Linux's SIOCOUTQ;
+    0 where the platform does not say). Linux says "writable" only once a third of the send
+    buffer is free: a client can drain the rest slowly for long without a single event."""
+    try:
+        return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
+    except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)
+        return 0
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -238,8 +250,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -248,7 +260,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -258,19 +271,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -326,7 +329,10 @@ def on_loop_error(server_sock, context):
 
 
 def main():
-    args = parse_args(uvloop=UVLOOP)
+    parser = argument_parser()
+    parser.add_argument("--uvloop", action="store_true",
+                        help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
+    args = parser.parse_args()
     run = asyncio.run
     if args.uvloop:
         try:

@@ -31,6 +31,7 @@ BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewe
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
+signals = 0  # the Ctrl-C and SIGTERM taken so far
 waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
@@ -41,7 +42,7 @@ async def accept_loop(server_sock, backlog):
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
     for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, asyncio.current_task().cancel)
+        loop.add_signal_handler(signum, on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
@@ -60,7 +61,61 @@ async def accept_loop(server_sock, backlog):
             client.write_eof()  # (once the transport has sent what it holds)
     if tasks:  # the others half-close once they have sent what they read
         await asyncio.wait(tasks, timeout=GRACE)
-    # The grace is over: asyncio.run() cancels the tasks left, and each closes its transport.
+    # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
+
+
+def on_signal(task):
+    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
+    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    global signals
+    signals += 1
+    if signals == 1:
+        task.cancel()
+    else:
+        asyncio.get_running_loop().call_soon(task.cancel)
+
+
+async def send_recv(reader, writer):
+    fd = writer.get_extra_info("socket").fileno()
+    log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
+    task = asyncio.current_task()
+    tasks.add(task)
+    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
+    # messages per CPU-second (the noise); asyncio.timeout() around each read() and drain() cost 40 %.
+    deadline = Deadline(fd, task.cancel, writer.transport.get_write_buffer_size)
+    try:
+        while not stopping:
+            waiting.add(writer)
+            data = await reader.read(BUFSIZE)
+            waiting.discard(writer)
+            deadline.moved = time.monotonic()
+            # Nothing read is EOF: the client closed its side. A chunk that came as the stop
+            # half-closed this connection is dropped, like all that follows.
+            if not data or stopping:
+                break
+            log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            writer.write(data)
+            await writer.drain()  # waits while the client is slow to read
+        # Stopping, every echo written: half-close, then read and discard until the client
+        # closes or the grace ends (close() with unread input would send RST).
+        if stopping:
+            writer.write_eof()
+            while await reader.read(BUFSIZE):
+                deadline.moved = time.monotonic()
+        log("[FD:{}]Recv:EOF", fd)
+        writer.close()  # the transport sends what remains, then closes
+        await writer.wait_closed()
+    except OSError as e:  # a reset or vanished client ends only its own connection
+        log("[FD:{}]Error:{}", fd, e.strerror)
+        # asyncio keeps this exception (a future, the reader), and its traceback this frame
+        # with its last chunk: a cycle that lasts until the next full garbage collection.
+        e.__traceback__ = None
+    finally:
+        waiting.discard(writer)
+        tasks.discard(task)
+        deadline.cancel()
+        writer.transport.abort()  # at once, where a timeout or the grace's end cut the close short
 
 
 class Deadline:
@@ -102,50 +157,7 @@ def queued(fd):
         return 0
 
 
-async def send_recv(reader, writer):
-    fd = writer.get_extra_info("socket").fileno()
-    log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
-    task = asyncio.current_task()
-    tasks.add(task)
-    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
-    # messages per CPU-second (the noise); asyncio.timeout() around each read() and drain() cost 40 %.
-    deadline = Deadline(fd, task.cancel, writer.transport.get_write_buffer_size)
-    try:
-        while not stopping:
-            waiting.add(writer)
-            data = await reader.read(BUFSIZE)
-            waiting.discard(writer)
-            deadline.moved = time.monotonic()
-            # b"" is EOF: the client closed its side. A chunk that came as the stop
-            # half-closed this connection is dropped, like all that follows.
-            if not data or stopping:
-                break
-            log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            writer.write(data)
-            await writer.drain()  # waits while the client is slow to read
-        # Stopping, every echo written: half-close, then read and discard until the client
-        # closes or the grace ends (close() with unread input would send RST).
-        if stopping:
-            writer.write_eof()
-            while await reader.read(BUFSIZE):
-                deadline.moved = time.monotonic()
-        log("[FD:{}]Recv:EOF", fd)
-        writer.close()  # the transport sends what remains, then closes
-        await writer.wait_closed()
-    except OSError as e:  # a reset or vanished client ends only its own connection
-        log("[FD:{}]Error:{}", fd, e.strerror)
-        # asyncio keeps this exception (a future, the reader), and its traceback this frame
-        # with its last chunk: a cycle that lasts until the next full garbage collection.
-        e.__traceback__ = None
-    finally:
-        waiting.discard(writer)
-        tasks.discard(task)
-        deadline.cancel()
-        writer.transport.abort()  # at once, where a timeout or the grace's end cut the close short
-
-
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -212,8 +224,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -222,7 +234,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -232,19 +245,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -300,7 +303,7 @@ def on_loop_error(server_sock, context):
 
 
 def main():
-    args = parse_args()
+    args = argument_parser().parse_args()
     server_sock = start_listening(args)
     with server_sock:
         try:

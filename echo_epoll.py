@@ -42,17 +42,19 @@ def accept_loop(server_sock):
     active = collections.OrderedDict()
     # The deadline costs an OrderedDict update and a clock read per chunk, and one per wake-up.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    now, listening = time.monotonic(), True
+    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, listening = time.monotonic(), math.inf, True
     while active or listening:  # once stopped, until the last client is closed
         log("Descriptor Count:{}", len(descriptors))
-        # poll()'s timeout is the loop's clock: it wakes when the oldest connection is due.
-        deadline = next(iter(active.values()), math.inf) + idle
-        wait = None if deadline == math.inf else max(deadline - now, 0)
+        # poll()'s timeout is the loop's clock: it wakes when the oldest connection may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
         events = epoll.poll(wait)
         now = time.monotonic()
         for fileno, _ in events:
             if fileno == server_sock.fileno():
                 accept_clients(epoll, server_sock, descriptors, active, now)
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif fileno == signals:
                 os.read(signals, 256)  # catch_stop_signals() has done the rest
             elif send_recv(descriptors[fileno]):
@@ -62,8 +64,8 @@ def accept_loop(server_sock):
                 del active[fileno]
                 descriptors.pop(fileno).close()  # close() also removes it from the epoll set
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if deadline <= now:  # the oldest is due (the others are newer): most wake-ups skip this
-            close_idle(descriptors, active, now, idle)
+        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
+            due = close_idle(descriptors, active, now, idle)
         if stopping and listening:
             stop(descriptors, server_sock, active)
             listening = False
@@ -102,7 +104,7 @@ def send_recv(sock):
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         send_all(sock, data)
         return True
-    except TimeoutError:
+    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
         log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -110,15 +112,14 @@ def send_recv(sock):
 
 
 def send_all(sock, data):
-    """sendall() with a deadline per step: a client whose kernel takes no byte for TIMEOUT s is cut."""
-    # A client that reads slowly is served. sendall()'s own timeout would count the whole call,
-    # and settimeout() costs a poll() before every send() and recv().
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
     stalled = False
     while data:
         try:
-            data = data[sock.send(data):]
+            data = data[sock.send(data):]  # the article's send() could send only part of it
             stalled = False
-        except BlockingIOError:  # its buffers are full
+        except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
             # Wait for room, and every other client with us: this pattern's limit. poll() says
@@ -129,17 +130,19 @@ def send_all(sock, data):
 
 
 def close_idle(descriptors, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
     # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    due = []
+    expired = []
     for fd, last in active.items():
         if last + idle > now:
             break
-        due.append(fd)
-    for fd in due:
+        expired.append(fd)
+    for fd in expired:
         log("[FD:{}]Timeout", fd)
         del active[fd]
         descriptors.pop(fd).close()
+    return next(iter(active.values()), math.inf) + idle
 
 
 def stop(descriptors, server_sock, active):
@@ -153,7 +156,7 @@ def stop(descriptors, server_sock, active):
             descriptors[fd].shutdown(socket.SHUT_WR)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -221,8 +224,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -231,7 +234,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -241,19 +245,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -331,7 +325,7 @@ def catch_stop_signals():
 
 
 def main():
-    args = parse_args()
+    args = argument_parser().parse_args()
     if not hasattr(select, "epoll"):  # checked before listening, so --help works everywhere
         sys.exit("{}: epoll is Linux-only; echo_selectors.py runs everywhere".format(sys.argv[0]))
     server_sock = start_listening(args)

@@ -81,53 +81,16 @@ def send_all(sock, data):
         data = data[sock.send(data):]  # the article's send() could send only part of it
 
 
-def start_worker(server_sock, sock, address):
-    """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
-    global log_prefix
-    # Hold the signals across fork(): each side takes them only once its bookkeeping
-    # is done (the parent has noted the pid, the child has its own handlers).
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    try:
-        pid = os.fork()
-    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
-        log("Fork:{}: connection shed", e.strerror)
-        pid = None
-    if pid == 0:
-        try:
-            log_prefix = "[PID:{}]".format(os.getpid())
-            server_sock.close()
-            # Logged here, not in the parent: the child could serve a quick client first.
-            log("Accept:{}:{}", *address[:2])
-            # Ctrl-C reaches the whole group, and the parent passes it on as SIGTERM: one stop, not two.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, lambda signum, frame: stop())
-            signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
-            send_recv_loop(sock)
-        finally:
-            os._exit(0)
-    if pid:
-        children[pid] = address
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
-
-
-def stop_accepting(server_sock):
-    # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
-    # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
-    # stop_children(), which then kills the children at once.
-    server_sock.setblocking(False)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-
-
 def stop():
-    # A child's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
+    # A worker's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
     # is over; a second one changes nothing (the parent acts on a second signal).
     # A handler that raised in the middle of a send() would lose count of what was sent: this one
     # sets flags and shuts the write side of the clients that wait for a new chunk.
     global deadline
-    if deadline is None:
-        deadline = time.monotonic() + GRACE
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+    if deadline:
+        return
+    deadline = time.monotonic() + GRACE
+    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
     cut(socket.SHUT_WR)
 
 
@@ -140,7 +103,46 @@ def cut(how):
                 sock.shutdown(how)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+def start_worker(server_sock, sock, address):
+    """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: connection shed", e.strerror)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return
+    if pid == 0:
+        try:
+            log_prefix = "[PID:{}]".format(os.getpid())
+            server_sock.close()
+            # Logged here, not in the parent: the child could serve a quick client first.
+            log("Accept:{}:{}", *address[:2])
+            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
+            # with SIGTERM, so that a worker counts one stop, never two.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            signal.signal(signal.SIGTERM, lambda signum, frame: stop())
+            signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            send_recv_loop(sock)
+        finally:
+            os._exit(0)
+    children[pid] = address
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
+
+
+def stop_accepting(server_sock):
+    # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
+    # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
+    # stop_children(), which then kills the children at once.
+    server_sock.setblocking(False)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -210,8 +212,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -220,7 +222,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -230,19 +233,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -305,8 +298,8 @@ def finished_children():
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
-    and are taken with sigwait(), as in run_workers()."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
+    and takes them with sigwait(), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -320,7 +313,7 @@ def stop_children():
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
@@ -332,7 +325,7 @@ def stop_children():
 
 
 def main():
-    args = parse_args()
+    args = argument_parser().parse_args()
     if not hasattr(os, "fork"):
         sys.exit("{}: needs os.fork(), which this platform lacks; try echo_thread.py".format(sys.argv[0]))
     # Reap each child as it ends: the article never did, and zombies piled up.

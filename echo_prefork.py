@@ -31,6 +31,7 @@ BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 WORKERS = 10  # the article's number of children
+FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 
 lock_file = None  # the accept lock shared by the workers
 accepting = False  # True while this worker may wait in accept()
@@ -43,6 +44,7 @@ def accept_loop(server_sock):
     # A stop sets flags and wakes what waits; its handlers never raise (see stop()).
     signal.signal(signal.SIGTERM, lambda signum, frame: stop(server_sock))
     signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
     while True:
         log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
@@ -53,7 +55,7 @@ def accept_loop(server_sock):
             # finds accept() returns at once when select() says one is there.
             if deadline and (server_sock.fileno() < 0 or not select.select([server_sock], [], [], 0)[0]):
                 raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
-            new_sock, address = counted(server_sock.accept())
+            new_sock, address = server_sock.accept()
         except OSError as e:
             accepting = False  # shed_connection() may wait in select(): not for stop() to close
             if deadline:  # stop() closed the listening socket
@@ -91,7 +93,7 @@ def send_recv_loop(sock):
                 continue  # read after the stop (or as it came): dropped, not echoed
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, served(data))
+            send_all(sock, data)
     except TimeoutError:  # no byte moved either way for TIMEOUT seconds
         log("Timeout")
     except OSError as e:  # a reset or vanished client ends only its own connection
@@ -113,11 +115,12 @@ def stop(server_sock):
     # A handler that raised in the middle of a send() would lose count of what was sent: this one
     # sets flags and shuts the write side of the clients that wait for a new chunk.
     global deadline
-    if deadline is None:
-        deadline = time.monotonic() + GRACE
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
-        if accepting:  # a retried accept() fails; the other workers and the parent keep their copies
-            server_sock.close()
+    if deadline:
+        return
+    deadline = time.monotonic() + GRACE
+    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+    if accepting:  # a retried accept() fails; the other workers and the parent keep their copies
+        server_sock.close()
     cut(socket.SHUT_WR)
 
 
@@ -130,7 +133,67 @@ def cut(how):
                 sock.shutdown(how)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+def fork_worker(serve, *args):
+    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
+    parent's code; return its pid. A failed fork() (out of processes) is one log line and
+    returns None: the parent goes on with the workers it has and tries again later."""
+    global log_prefix
+    # Hold the signals across fork(): the parent takes them once it has noted the pid,
+    # the child once it is inside try.
+    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    try:
+        pid = os.fork()
+    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
+        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+        return None
+    if pid == 0:
+        status = 0
+        try:
+            log_prefix = "[PID:{}]".format(os.getpid())
+            # A parent may have a wake-up pipe (echo_selectors_process.py's acceptor does): the
+            # worker must not write its signals into it.
+            signal.set_wakeup_fd(-1)
+            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
+            # with SIGTERM, so that a worker counts one stop, never two.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            # SIGTERM stays blocked until serve() has its own handler and unblocks it: one that came
+            # sooner would end the worker before it took the clients already queued for it.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(PARENT_SIGNALS) - set(STOP_SIGNALS))
+            serve(*args)
+        except KeyboardInterrupt:
+            pass  # the worker's stop is done
+        except Exception:  # a bug: say where, not silently; the parent starts another worker
+            traceback.print_exc()
+            status = 1
+        finally:
+            os._exit(status)
+    children[pid] = args
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
+    return pid
+
+
+def run_workers(serve, jobs):
+    """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
+    one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
+    and takes them with sigwait(): no handler has to run, so none can be missed."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
+    waiting = list(jobs)
+    while True:
+        while waiting and fork_worker(serve, *waiting[-1]):
+            waiting.pop()
+        if waiting:
+            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
+        signum = signal.sigwait(PARENT_SIGNALS)
+        if signum in STOP_SIGNALS:
+            raise KeyboardInterrupt
+        for pid, status, args in finished_children():
+            log("[PID:{}]Exit:{}: starting another worker", pid, status)
+            waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -145,12 +208,9 @@ GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their 
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
-FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
-tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served: connections, chunks, bytes
-reported = dict(tally)  # the tally at its last report (SIGUSR1): only report_served() writes it
 
 
 def log(fmt, *args):
@@ -203,8 +263,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -213,7 +273,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -223,19 +284,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -279,69 +330,6 @@ def start_listening(args):
     return server_sock
 
 
-def counted(connection):
-    """Count a connection this worker took, and pass it on (the spread across workers)."""
-    tally["accepted"] += 1
-    return connection
-
-
-def served(data):
-    """Count a chunk this worker echoes, and pass it on."""
-    tally["chunks"] += 1
-    tally["bytes"] += len(data)
-    return data
-
-
-def report_served(signum, frame):
-    """SIGUSR1: print what this worker served since its last report. client.py sends it to
-    every worker before and after a measured run: the spread per run. The tally is never
-    reset (a handler that ran inside `tally[k] += n` would lose the reset): the report is
-    the difference."""
-    print("{}Served:accepted={} chunks={} bytes={}\n".format(
-        log_prefix, *(tally[k] - reported[k] for k in ("accepted", "chunks", "bytes"))),
-        end="", file=sys.stderr, flush=True)
-    reported.update(tally)
-
-
-def fork_worker(serve, *args):
-    """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
-    parent's code. A failed fork() (out of processes) is one log line and returns False:
-    the parent goes on with the workers it has and tries again later."""
-    global log_prefix
-    signal.signal(signal.SIGUSR1, report_served)  # set before fork(): the worker has it from birth
-    # Hold the signals across fork(): the parent takes them once it has noted the pid,
-    # the child once it is inside try.
-    mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    try:
-        pid = os.fork()
-    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
-        log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
-        signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return False
-    if pid == 0:
-        status = 0
-        try:
-            log_prefix = "[PID:{}]".format(os.getpid())
-            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
-            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
-            # with SIGTERM, so that a worker counts one stop, never two.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serve() sets its own
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
-            serve(*args)
-        except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, tally["accepted"]), end="", file=sys.stderr, flush=True)
-        except Exception:  # a bug: say where, not silently; the parent starts another worker
-            traceback.print_exc()
-            status = 1
-        finally:
-            os._exit(status)
-    children[pid] = args
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return True
-
-
 def finished_children():
     """Reap every child that has ended (the article never did: zombies piled up), and
     say which: [(pid, status, the arguments it was started with), ...]."""
@@ -358,31 +346,11 @@ def finished_children():
     return ended
 
 
-def run_workers(serve, jobs):
-    """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
-    one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
-    and takes them with sigwait(): no handler has to run, so none can be missed."""
-    signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
-    waiting = list(jobs)
-    while True:
-        while waiting and fork_worker(serve, *waiting[-1]):
-            waiting.pop()
-        if waiting:
-            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
-        signum = signal.sigwait(PARENT_SIGNALS)
-        if signum in STOP_SIGNALS:
-            raise KeyboardInterrupt
-        for pid, status, args in finished_children():
-            log("[PID:{}]Exit:{}: starting another worker", pid, status)
-            waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
-
-
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
-    and are taken with sigwait(), as in run_workers()."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
+    and takes them with sigwait(), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -396,7 +364,7 @@ def stop_children():
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
@@ -409,7 +377,10 @@ def stop_children():
 
 def main():
     global lock_file
-    args = parse_args(workers=WORKERS)
+    parser = argument_parser()
+    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
+                        help="worker processes (default: %(default)s)")
+    args = parser.parse_args()
     if not (hasattr(os, "fork") and fcntl):
         sys.exit("{}: needs os.fork() and fcntl, which this platform lacks; try echo_prethread.py".format(
             sys.argv[0]))

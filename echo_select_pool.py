@@ -33,8 +33,7 @@ WORKERS = 40  # the article's number of sender threads
 
 send_queue = queue.Queue()  # (client, chunk) for the sender threads (the article's Queue module is Python 2)
 sent_back = collections.deque()  # clients whose chunk has been sent, to read again
-waker_r, waker_w = socket.socketpair()  # a sender writes a byte to wake select()
-waker_w.setblocking(False)
+waker_r = waker_w = None  # main()'s socket pair: a sender writes a byte to wake select()
 # Buffers the senders have finished with, read into again: a fresh 64 KiB object per recv(),
 # shrunk, then freed by another thread, fragments the heap (see RESULTS.md). There are only ever
 # as many as chunks in flight, one per client at most.
@@ -47,8 +46,8 @@ def accept_loop(server_sock, workers):
     # A byte for each Ctrl-C or SIGTERM wakes select(); the first sets stopping, and the
     # grace's end or a second signal ends the server.
     signals = catch_stop_signals()
-    # Daemon threads: the end of the grace need not wait for a send to a client that stopped
-    # reading. Started once the handlers are in place: a stop signal they take is not lost.
+    # Daemon threads: they wait on the queue for good, and the process ends without them. Started
+    # once the handlers are in place: a stop signal they take is not lost.
     for _ in range(workers):
         threading.Thread(target=send_thread, daemon=True).start()
     descriptors = {}  # fileno -> socket: the clients select() reads, those no sender holds
@@ -58,23 +57,26 @@ def accept_loop(server_sock, workers):
     # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
     # sender holds a client, send_all() keeps its deadline.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    now, listening = time.monotonic(), True
+    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, listening = time.monotonic(), math.inf, True
     while active or listening:  # once stopped, until the last client is closed
         log("Descriptor Count:{}", len(descriptors))
-        # select()'s timeout is the loop's clock: it wakes when the oldest connection is due.
-        deadline = next(iter(active.values()), math.inf) + idle
-        wait = None if deadline == math.inf else max(deadline - now, 0)
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
         watched = [server_sock.fileno(), signals, waker_r.fileno()] if listening else [signals, waker_r.fileno()]
         readable, _, _ = select.select(watched + list(descriptors), [], [], wait)
         now = time.monotonic()
         for fileno in readable:
             if fileno == server_sock.fileno():
                 accept_clients(server_sock, descriptors, active, now)
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif fileno == signals:
                 os.read(signals, 256)  # catch_stop_signals() has done the rest
             elif fileno == waker_r.fileno():  # senders are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
                 take_back(descriptors, active, now)
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             else:
                 data = recv(descriptors[fileno])
                 del active[fileno]
@@ -86,8 +88,8 @@ def accept_loop(server_sock, workers):
                 else:
                     descriptors.pop(fileno).close()
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if deadline <= now:  # the oldest is due (the others are newer): most wake-ups skip this
-            close_idle(descriptors, active, now, idle)
+        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
+            due = close_idle(descriptors, active, now, idle)
         if stopping and listening:
             stop(descriptors, server_sock, active)
             listening = False
@@ -146,7 +148,7 @@ def send_thread():
         try:
             log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)  # the article's send() could send only part of it
+            send_all(sock, data)
             sent_back.append(sock)
         except TimeoutError:
             log("[FD:{}]<{}>Timeout", sock.fileno(), ident)
@@ -162,15 +164,14 @@ def send_thread():
 
 
 def send_all(sock, data):
-    """sendall() with a deadline per step: a client whose kernel takes no byte for TIMEOUT s is cut."""
-    # A client that reads slowly is served. sendall()'s own timeout would count the whole call,
-    # and settimeout() costs a poll() before every send() and recv().
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
     stalled = False
     while data:
         try:
-            data = data[sock.send(data):]
+            data = data[sock.send(data):]  # the article's send() could send only part of it
             stalled = False
-        except BlockingIOError:  # its buffers are full
+        except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
             # Wait for room: this sender only. select() says writable once a third of the
@@ -179,17 +180,19 @@ def send_all(sock, data):
 
 
 def close_idle(descriptors, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
     # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    due = []
+    expired = []
     for fd, last in active.items():
         if last + idle > now:
             break
-        due.append(fd)
-    for fd in due:
+        expired.append(fd)
+    for fd in expired:
         log("[FD:{}]Timeout", fd)
         del active[fd]
         descriptors.pop(fd).close()
+    return next(iter(active.values()), math.inf) + idle
 
 
 def stop(descriptors, server_sock, active):
@@ -206,7 +209,7 @@ def stop(descriptors, server_sock, active):
             descriptors[fd].shutdown(socket.SHUT_WR)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -274,8 +277,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -284,7 +287,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -294,19 +298,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -384,8 +378,14 @@ def catch_stop_signals():
 
 
 def main():
-    args = parse_args(workers=WORKERS)
+    global waker_r, waker_w
+    parser = argument_parser()
+    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
+                        help="sender threads (default: %(default)s)")
+    args = parser.parse_args()
     server_sock = start_listening(args)
+    waker_r, waker_w = socket.socketpair()  # made here, so that an exit before it leaves none open
+    waker_w.setblocking(False)
     with server_sock, waker_r, waker_w:
         try:
             accept_loop(server_sock, args.workers)

@@ -7,7 +7,7 @@ connections it is given, so CPU work (--work) spreads over every core.
 Trade-off: POSIX only, and connections are dealt round-robin, whatever each
 worker's load; a worker that dies takes its connections with it (it is replaced).
 Run: python3 echo_selectors_process.py [--port 7777] [--workers N], then python3 client.py
-Builds on: echo_selectors.py.
+Builds on: echo_selectors.py (workers forked and stopped as in echo_prefork.py).
 """
 import argparse
 import collections
@@ -31,6 +31,7 @@ MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back t
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = os.cpu_count() or 1  # one worker per core
 
+channels = {}  # pid of each worker -> the acceptor's end of the Unix socket that feeds it
 turn = itertools.count()  # the acceptor deals connections to the workers in turn
 
 
@@ -43,27 +44,103 @@ class Client:
 
 # The acceptor: deal the waiting connections to the workers in turn.
 def accept_loop(server_sock, workers):
+    log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # a byte for each Ctrl-C, SIGTERM, or worker that ended
     while True:
-        while len(children) < workers and start_worker(server_sock):
+        while len(channels) < workers and start_worker(server_sock):
             pass
         # Wait for clients and signals; with a worker missing (fork() failed), try again soon.
-        full = len(children) == workers
-        watched = [signals, server_sock] if children else [signals]
+        full = len(channels) == workers
+        watched = [signals, server_sock] if channels else [signals]
         ready, _, _ = select.select(watched, [], [], None if full else FORK_RETRY)
         if signals in ready:
-            if set(os.read(signals, 256)) & set(STOP_SIGNALS):
+            # Blocked from here, a second stop signal waits for stop_children(), which ends at once.
+            signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+            stops = [signum for signum in os.read(signals, 256) if signum in STOP_SIGNALS]
+            for signum in stops[1:]:  # one that came with the first: pending again
+                signal.raise_signal(signum)
+            if stops:
                 raise KeyboardInterrupt  # main() stops the workers
-            for pid, status, (_, channel, _) in finished_children():
-                channel.close()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+            for pid, status, _ in finished_children():
+                channels.pop(pid).close()
                 log("[PID:{}]Exit:{}: starting another worker", pid, status)
         if server_sock in ready:
             accept_clients(server_sock)
 
 
+def start_worker(server_sock):
+    """Fork a worker fed by a Unix socket: the acceptor keeps channel, the worker worker_end."""
+    channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    with worker_end:
+        pid = fork_worker(worker_loop, server_sock, channel, worker_end)
+        if pid:
+            channel.recv(1)  # until its loop runs: stopped before, a worker would drop what it was passed
+            channel.setblocking(False)  # a worker that stops reading is passed over, never stalls the acceptor
+            channels[pid] = channel
+            return True
+    channel.close()
+    return False
+
+
+# A worker: the loop of echo_selectors.py, fed connections by the acceptor.
+def worker_loop(server_sock, channel, worker_end):
+    for sock in [server_sock, channel, *channels.values()]:
+        sock.close()  # the acceptor's, not this worker's: it sees EOF when the acceptor is gone
+    signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
+    worker_end.send(b"r")  # ready: from here on, a stop takes every connection passed
+    selector = selectors.DefaultSelector()
+    selector.register(worker_end, selectors.EVENT_READ)
+    selector.register(signals, selectors.EVENT_READ)
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    # due: the earliest moment the oldest connection (or the grace) can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, grace_end = time.monotonic(), math.inf, math.inf  # the first stop signal sets grace_end
+    while active or grace_end == math.inf:  # once stopping, until the last client is closed
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
+        ready = selector.select(wait)
+        now = time.monotonic()
+        for key, events in ready:
+            if key.fileobj is worker_end:
+                if receive_clients(selector, worker_end, active, now):
+                    due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                else:  # EOF: the acceptor stopped (or died): stop as on SIGTERM
+                    signal.raise_signal(signal.SIGTERM)
+            elif key.fileobj == signals:
+                if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
+                    continue
+                if grace_end < math.inf:
+                    continue  # a stop already under way: the parent acts on a second signal
+                grace_end = now + GRACE
+                with contextlib.suppress(BlockingIOError):  # closed with connections in it, it would drop them
+                    while receive_clients(selector, worker_end, active, now, socket.MSG_DONTWAIT):
+                        due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                due = min(due, grace_end)
+                stop(selector, worker_end, active)
+                break  # what every connection wants has changed: ask select() again
+            else:
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                active[key.fd] = now
+                active.move_to_end(key.fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
+        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
+        if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
+            due = min(close_idle(selector, active, now, idle if now < grace_end else 0), grace_end)
+
+
+# The hand-over: the acceptor sends each new connection's descriptor, a worker receives it.
 def accept_clients(server_sock):
-    """Take the connections waiting in the listen queue, and pass each to a worker in turn."""
+    """Take the connections waiting in the listen queue. The article took one per
+    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
         try:
             new_sock, address = server_sock.accept()
@@ -73,8 +150,8 @@ def accept_clients(server_sock):
             shed_connection(server_sock, e)
             return
         with new_sock:  # the worker gets its own copy of the descriptor
-            for _ in range(len(children)):  # in turn; one that died or stopped reading is passed over
-                pid, (_, channel, _) = list(children.items())[next(turn) % len(children)]
+            for _ in range(len(channels)):  # in turn; one that died or stopped reading is passed over
+                pid, channel = list(channels.items())[next(turn) % len(channels)]
                 log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
                 try:
                     socket.send_fds(channel, [b"c"], [new_sock.fileno()])
@@ -85,74 +162,14 @@ def accept_clients(server_sock):
                 log("Accept:{}:{}: connection shed, no worker takes it", *address[:2])
 
 
-def start_worker(server_sock):
-    """Fork a worker fed by a Unix socket: the acceptor keeps channel, the worker worker_end."""
-    channel, worker_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-    channel.setblocking(False)  # a worker that stops reading is passed over, never stalls the acceptor
-    with worker_end:
-        if fork_worker(worker_loop, server_sock, channel, worker_end):
-            return True
-    channel.close()
-    return False
-
-
-# A worker: the loop of echo_selectors.py, fed connections by the acceptor.
-def worker_loop(server_sock, channel, worker_end):
-    for sock in [server_sock, channel, *(args[1] for args in children.values())]:
-        sock.close()  # the acceptor's, not this worker's: it sees EOF when the acceptor is gone
-    signals = signal_pipe()  # SIGTERM writes a byte to it: it wakes select()
-    selector = selectors.DefaultSelector()
-    selector.register(worker_end, selectors.EVENT_READ)
-    selector.register(signals, selectors.EVENT_READ)
-    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
-    active = collections.OrderedDict()
-    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
-    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    now, grace_end = time.monotonic(), math.inf  # the first stop signal sets grace_end
-    while active or grace_end == math.inf:  # once stopping, until the last client is closed
-        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace is due.
-        due = min(next(iter(active.values()), math.inf) + idle, grace_end)
-        ready = selector.select(None if due == math.inf else max(due - now, 0))
-        now = time.monotonic()
-        for key, events in ready:
-            if key.fileobj is worker_end:  # the acceptor passed connections
-                if receive_clients(selector, worker_end, active, now):
-                    continue
-                # EOF: the acceptor stopped (or died), and this worker stops as on SIGTERM.
-            elif key.fileobj == signals:
-                if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
-                    continue
-                if grace_end < math.inf:
-                    continue  # a stop already under way: the parent acts on a second signal
-            else:
-                # Level-triggered: an event means bytes to read or room to send, so progress.
-                active[key.fd] = now
-                active.move_to_end(key.fd)
-                wanted = send_recv(key.data, events)
-                if wanted != key.events:  # usually it wants what it wanted: nothing to change
-                    apply_wanted(selector, key, wanted, active)
-                continue
-            grace_end = now + GRACE
-            with contextlib.suppress(BlockingIOError):  # closed with connections in it, it would drop them
-                while receive_clients(selector, worker_end, active, now, socket.MSG_DONTWAIT):
-                    pass
-            stop(selector, worker_end, active)
-            break  # what every connection wants has changed: ask select() again
-        # Expire after the ready events: a busy loop never cuts a client whose bytes wait.
-        if due <= now:  # the oldest (the others are newer) or the grace is due: most wake-ups skip this
-            close_idle(selector, active, now, idle if now < grace_end else 0)
-    raise KeyboardInterrupt  # the stop is done: fork_worker() reports what this worker accepted
-
-
 def receive_clients(selector, worker_end, active, now, flags=0):
     """Serve the connections the acceptor passed; False at EOF: the acceptor stopped (or died)."""
     message, fds, _, _ = socket.recv_fds(worker_end, 1024, 64, flags)
     for fd in fds:
-        new_sock = counted(socket.socket(fileno=fd))
+        new_sock = socket.socket(fileno=fd)
         new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
-        active[fd] = now
+        active[new_sock.fileno()] = now
     return bool(message)
 
 
@@ -170,7 +187,7 @@ def send_recv(client, events):
             elif not client.stop:  # once the server stops, what a client still sends is dropped
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
-                client.outgoing += served(data)
+                client.outgoing += data
         if client.outgoing:
             # Try at once: usually the kernel takes it all, with no wait for "writable".
             sent = sock.send(client.outgoing)
@@ -199,26 +216,16 @@ def apply_wanted(selector, key, wanted, active):
         selector.modify(key.fileobj, wanted, key.data)
 
 
-def stop(selector, server_sock, active):
-    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
-    A flag, not an exception: one raised inside a send would lose count of what was sent."""
-    log("Shutdown")
-    selector.unregister(server_sock)
-    server_sock.close()
-    for key in [selector.get_key(fd) for fd in active]:
-        key.data.stop = "sending"
-        apply_wanted(selector, key, send_recv(key.data, 0), active)
-
-
 def close_idle(selector, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
     # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    due = []
+    expired = []
     for fd, last in active.items():
         if last + idle > now:
             break
-        due.append(fd)
-    for fd in due:
+        expired.append(fd)
+    for fd in expired:
         key = selector.get_key(fd)
         # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
         # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
@@ -231,9 +238,21 @@ def close_idle(selector, active, now, idle):
             log("[FD:{}]Timeout", fd)
             wanted = 0
         apply_wanted(selector, key, wanted, active)
+    return next(iter(active.values()), math.inf) + idle
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+def stop(selector, server_sock, active):
+    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    selector.unregister(server_sock)
+    server_sock.close()
+    for key in [selector.get_key(fd) for fd in active]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), active)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -252,8 +271,6 @@ FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
-tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served: connections, chunks, bytes
-reported = dict(tally)  # the tally at its last report (SIGUSR1): only report_served() writes it
 
 
 def log(fmt, *args):
@@ -306,8 +323,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -316,7 +333,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -326,19 +344,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -382,36 +390,11 @@ def start_listening(args):
     return server_sock
 
 
-def counted(connection):
-    """Count a connection this worker took, and pass it on (the spread across workers)."""
-    tally["accepted"] += 1
-    return connection
-
-
-def served(data):
-    """Count a chunk this worker echoes, and pass it on."""
-    tally["chunks"] += 1
-    tally["bytes"] += len(data)
-    return data
-
-
-def report_served(signum, frame):
-    """SIGUSR1: print what this worker served since its last report. client.py sends it to
-    every worker before and after a measured run: the spread per run. The tally is never
-    reset (a handler that ran inside `tally[k] += n` would lose the reset): the report is
-    the difference."""
-    print("{}Served:accepted={} chunks={} bytes={}\n".format(
-        log_prefix, *(tally[k] - reported[k] for k in ("accepted", "chunks", "bytes"))),
-        end="", file=sys.stderr, flush=True)
-    reported.update(tally)
-
-
 def fork_worker(serve, *args):
     """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
-    parent's code. A failed fork() (out of processes) is one log line and returns False:
-    the parent goes on with the workers it has and tries again later."""
+    parent's code; return its pid. A failed fork() (out of processes) is one log line and
+    returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
-    signal.signal(signal.SIGUSR1, report_served)  # set before fork(): the worker has it from birth
     # Hold the signals across fork(): the parent takes them once it has noted the pid,
     # the child once it is inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
@@ -420,21 +403,23 @@ def fork_worker(serve, *args):
     except OSError as e:  # the article tested pid < 0; os.fork() raises instead
         log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return False
+        return None
     if pid == 0:
         status = 0
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
-            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            # A parent may have a wake-up pipe (echo_selectors_process.py's acceptor does): the
+            # worker must not write its signals into it.
+            signal.set_wakeup_fd(-1)
             # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
             # with SIGTERM, so that a worker counts one stop, never two.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serve() sets its own
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            # SIGTERM stays blocked until serve() has its own handler and unblocks it: one that came
+            # sooner would end the worker before it took the clients already queued for it.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(PARENT_SIGNALS) - set(STOP_SIGNALS))
             serve(*args)
         except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, tally["accepted"]), end="", file=sys.stderr, flush=True)
+            pass  # the worker's stop is done
         except Exception:  # a bug: say where, not silently; the parent starts another worker
             traceback.print_exc()
             status = 1
@@ -442,7 +427,7 @@ def fork_worker(serve, *args):
             os._exit(status)
     children[pid] = args
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return True
+    return pid
 
 
 def finished_children():
@@ -476,8 +461,8 @@ def signal_pipe():
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
-    and are taken with sigwait(), as in run_workers()."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
+    and takes them with sigwait(), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -491,7 +476,7 @@ def stop_children():
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
@@ -503,18 +488,19 @@ def stop_children():
 
 
 def main():
-    args = parse_args(workers=WORKERS)
+    parser = argument_parser()
+    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
+                        help="worker processes (default: %(default)s)")
+    args = parser.parse_args()
     if not (hasattr(os, "fork") and hasattr(socket, "send_fds")):
         sys.exit("{}: needs os.fork() and socket.send_fds() (POSIX); try echo_selectors.py".format(sys.argv[0]))
     server_sock = start_listening(args)
-    # The socket already listens: connections wait in its backlog until the acceptor takes them.
-    log("Ready For Accept")
     with server_sock:
         try:
             accept_loop(server_sock, args.workers)
         except KeyboardInterrupt:
             server_sock.close()  # stop accepting: new clients are refused while the workers finish
-            for _, channel, _ in children.values():
+            for channel in channels.values():
                 channel.close()  # its worker sees EOF: it stops taking connections (so does SIGTERM)
             stop_children()
 

@@ -46,6 +46,7 @@ def accept_loop(server_sock, accept):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
     selector = selectors.DefaultSelector()
     selector.register(signals, selectors.EVENT_READ)
     most = 1 if accept == "one" else ACCEPTS_PER_WAKEUP  # "one" leaves the rest to the next wake-up
@@ -63,28 +64,33 @@ def accept_loop(server_sock, accept):
     active = collections.OrderedDict()
     # The deadline costs an OrderedDict update per event and a clock read per wake-up.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    now, grace_end = time.monotonic(), math.inf  # the first stop signal sets grace_end
+    # due: the earliest moment the oldest connection (or the grace) can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, grace_end = time.monotonic(), math.inf, math.inf  # the first stop signal sets grace_end
     while active or grace_end == math.inf:  # once stopping, until the last client is closed
-        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace is due.
-        due = min(next(iter(active.values()), math.inf) + idle, grace_end)
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
+        woken = False
         if accept == "exclusive" and grace_end == math.inf:  # once stopping, it has no socket to wait on
-            woken = server_sock.fileno() in dict(waiting.poll(None if due == math.inf else max(due - now, 0)))
-            ready = selector.select(0)
-        else:
-            woken, ready = False, selector.select(None if due == math.inf else max(due - now, 0))
+            woken = server_sock.fileno() in dict(waiting.poll(wait))
+            wait = 0  # the clients' events wait in the selector: take them without waiting again
+        ready = selector.select(wait)
         now = time.monotonic()
         if woken:  # woken alone: the queue is ours
             accept_clients(selector, server_sock, most, active, now)
+            due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
         for key, events in ready:
             if key.fileobj is server_sock:
                 # Every worker was woken: the first takes the queue, the others find it empty.
                 accept_clients(selector, server_sock, most, active, now)
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif key.fileobj == signals:
                 if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
                     continue
                 if grace_end < math.inf:
                     continue  # a stop already under way: the parent acts on a second signal
                 grace_end = now + GRACE
+                due = min(due, grace_end)
                 stop(selector, server_sock, active)
                 break  # what every connection wants has changed: ask select() again
             else:
@@ -94,18 +100,17 @@ def accept_loop(server_sock, accept):
                 wanted = send_recv(key.data, events)
                 if wanted != key.events:  # usually it wants what it wanted: nothing to change
                     apply_wanted(selector, key, wanted, active)
-        # Expire after the ready events: a busy loop never cuts a client whose bytes wait.
-        if due <= now:  # the oldest (the others are newer) or the grace is due: most wake-ups skip this
-            close_idle(selector, active, now, idle if now < grace_end else 0)
-    raise KeyboardInterrupt  # the stop is done: fork_worker() reports what this worker accepted
+        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
+        if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
+            due = min(close_idle(selector, active, now, idle if now < grace_end else 0), grace_end)
 
 
 def accept_clients(selector, server_sock, most, active, now):
-    """Take up to most of the connections waiting in the listen queue. The article took one
-    per wake-up: under a storm of connects the queue overflows and clients wait on retries."""
-    for _ in range(most):
+    """Take the connections waiting in the listen queue. The article took one per
+    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
+    for _ in range(most):  # most: 1 with --accept one
         try:
-            new_sock, address = counted(server_sock.accept())
+            new_sock, address = server_sock.accept()
         except BlockingIOError:
             return  # the queue is empty
         except OSError as e:
@@ -131,7 +136,7 @@ def send_recv(client, events):
             elif not client.stop:  # once the server stops, what a client still sends is dropped
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
-                client.outgoing += served(data)
+                client.outgoing += data
         if client.outgoing:
             # Try at once: usually the kernel takes it all, with no wait for "writable".
             sent = sock.send(client.outgoing)
@@ -160,27 +165,16 @@ def apply_wanted(selector, key, wanted, active):
         selector.modify(key.fileobj, wanted, key.data)
 
 
-def stop(selector, server_sock, active):
-    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
-    A flag, not an exception: one raised inside a send would lose count of what was sent."""
-    log("Shutdown")
-    with contextlib.suppress(KeyError):  # "exclusive" holds it in an epoll of its own
-        selector.unregister(server_sock)
-    server_sock.close()
-    for key in [selector.get_key(fd) for fd in active]:
-        key.data.stop = "sending"
-        apply_wanted(selector, key, send_recv(key.data, 0), active)
-
-
 def close_idle(selector, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
     # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    due = []
+    expired = []
     for fd, last in active.items():
         if last + idle > now:
             break
-        due.append(fd)
-    for fd in due:
+        expired.append(fd)
+    for fd in expired:
         key = selector.get_key(fd)
         # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
         # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
@@ -193,9 +187,22 @@ def close_idle(selector, active, now, idle):
             log("[FD:{}]Timeout", fd)
             wanted = 0
         apply_wanted(selector, key, wanted, active)
+    return next(iter(active.values()), math.inf) + idle
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+def stop(selector, server_sock, active):
+    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    with contextlib.suppress(KeyError):  # "exclusive" holds it in an epoll of its own
+        selector.unregister(server_sock)
+    server_sock.close()
+    for key in [selector.get_key(fd) for fd in active]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), active)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -214,8 +221,6 @@ FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
 PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
 children = {}  # pid of each child -> the arguments it was started with
-tally = dict(accepted=0, chunks=0, bytes=0)  # what this worker served: connections, chunks, bytes
-reported = dict(tally)  # the tally at its last report (SIGUSR1): only report_served() writes it
 
 
 def log(fmt, *args):
@@ -268,8 +273,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -278,7 +283,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -288,19 +294,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -344,36 +340,11 @@ def start_listening(args):
     return server_sock
 
 
-def counted(connection):
-    """Count a connection this worker took, and pass it on (the spread across workers)."""
-    tally["accepted"] += 1
-    return connection
-
-
-def served(data):
-    """Count a chunk this worker echoes, and pass it on."""
-    tally["chunks"] += 1
-    tally["bytes"] += len(data)
-    return data
-
-
-def report_served(signum, frame):
-    """SIGUSR1: print what this worker served since its last report. client.py sends it to
-    every worker before and after a measured run: the spread per run. The tally is never
-    reset (a handler that ran inside `tally[k] += n` would lose the reset): the report is
-    the difference."""
-    print("{}Served:accepted={} chunks={} bytes={}\n".format(
-        log_prefix, *(tally[k] - reported[k] for k in ("accepted", "chunks", "bytes"))),
-        end="", file=sys.stderr, flush=True)
-    reported.update(tally)
-
-
 def fork_worker(serve, *args):
     """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
-    parent's code. A failed fork() (out of processes) is one log line and returns False:
-    the parent goes on with the workers it has and tries again later."""
+    parent's code; return its pid. A failed fork() (out of processes) is one log line and
+    returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
-    signal.signal(signal.SIGUSR1, report_served)  # set before fork(): the worker has it from birth
     # Hold the signals across fork(): the parent takes them once it has noted the pid,
     # the child once it is inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
@@ -382,21 +353,23 @@ def fork_worker(serve, *args):
     except OSError as e:  # the article tested pid < 0; os.fork() raises instead
         log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-        return False
+        return None
     if pid == 0:
         status = 0
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
-            signal.set_wakeup_fd(-1)  # the parent's wake-up pipe is not this worker's
+            # A parent may have a wake-up pipe (echo_selectors_process.py's acceptor does): the
+            # worker must not write its signals into it.
+            signal.set_wakeup_fd(-1)
             # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
             # with SIGTERM, so that a worker counts one stop, never two.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGTERM, signal.default_int_handler)  # until serve() sets its own
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
+            # SIGTERM stays blocked until serve() has its own handler and unblocks it: one that came
+            # sooner would end the worker before it took the clients already queued for it.
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, set(PARENT_SIGNALS) - set(STOP_SIGNALS))
             serve(*args)
         except KeyboardInterrupt:
-            # How many connections this worker took: the spread across workers.
-            print("{}Accepted:{}\n".format(log_prefix, tally["accepted"]), end="", file=sys.stderr, flush=True)
+            pass  # the worker's stop is done
         except Exception:  # a bug: say where, not silently; the parent starts another worker
             traceback.print_exc()
             status = 1
@@ -404,7 +377,7 @@ def fork_worker(serve, *args):
             os._exit(status)
     children[pid] = args
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
-    return True
+    return pid
 
 
 def finished_children():
@@ -458,8 +431,8 @@ def signal_pipe():
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). The signals stay blocked
-    and are taken with sigwait(), as in run_workers()."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
+    and takes them with sigwait(), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -473,7 +446,7 @@ def stop_children():
         if not children or grace <= 0:
             break
         signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a SIGALRM left from a retry is harmless
+        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
     signal.setitimer(signal.ITIMER_REAL, 0)
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
@@ -485,18 +458,23 @@ def stop_children():
 
 
 def main():
-    args = parse_args(workers=WORKERS, accept=True)
+    parser = argument_parser()
+    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
+                        help="worker processes (default: %(default)s)")
+    parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
+                        help="how a woken worker takes connections: everything queued, one, or everything "
+                             "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
+    args = parser.parse_args()
     if not hasattr(os, "fork") or (args.accept == "exclusive" and not hasattr(select, "EPOLLEXCLUSIVE")):
         sys.exit("{}: needs os.fork(){}; try echo_selectors.py".format(
             sys.argv[0], " and EPOLLEXCLUSIVE (Linux 4.5+)" if args.accept == "exclusive" else ""))
     server_sock = start_listening(args)
-    with server_sock:
-        try:
-            # One socket, opened before the fork: every worker inherits it and waits on it.
-            run_workers(accept_loop, [(server_sock, args.accept)] * args.workers)
-        except KeyboardInterrupt:
-            server_sock.close()  # the workers' copies close as each stops: then new clients are refused
-            stop_children()
+    try:
+        # One socket, opened before the fork: every worker inherits it and waits on it.
+        run_workers(accept_loop, [(server_sock, args.accept)] * args.workers)
+    except KeyboardInterrupt:
+        server_sock.close()  # the workers' copies close as each stops: then new clients are refused
+        stop_children()
 
 
 if __name__ == "__main__":

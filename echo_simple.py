@@ -109,7 +109,7 @@ def cut(how):
                 sock.shutdown(how)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -176,8 +176,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -186,7 +186,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -196,19 +197,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -253,7 +244,7 @@ def start_listening(args):
 
 
 def main():
-    server_sock = start_listening(parse_args())
+    server_sock = start_listening(argument_parser().parse_args())
     with server_sock:
         try:
             accept_loop(server_sock)

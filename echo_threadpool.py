@@ -32,9 +32,8 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # pool threads, as many as the article's prethread server
 
-sent_back = collections.deque()  # clients whose callback is done, to watch again
-waker_r, waker_w = socket.socketpair()  # a callback writes a byte to wake the selector
-waker_w.setblocking(False)
+sent_back = collections.deque()  # clients whose chunk has been sent, to read again
+waker_r = waker_w = None  # main()'s socket pair: a callback writes a byte to wake the selector
 thread_state = threading.local()  # each pool thread's own read buffer
 
 
@@ -60,36 +59,38 @@ def accept_loop(server_sock, pool):
     # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
     # callback holds a client, send_all() keeps its deadline.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    now, listening = time.monotonic(), True
+    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, listening = time.monotonic(), math.inf, True
     while active or listening:  # once stopped, until the last client is closed
-        # The selector's timeout is the loop's clock: it wakes when the oldest connection is due.
-        deadline = next(iter(active.values()), math.inf) + idle
-        wait = None if deadline == math.inf else max(deadline - now, 0)
+        # The selector's timeout is the loop's clock: it wakes when the oldest connection may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
         ready = selector.select(wait)
         now = time.monotonic()
         for key, _ in ready:
-            sock = key.fileobj
-            if sock is server_sock:
+            fileno = key.fd
+            if fileno == server_sock.fileno():
                 accept_clients(selector, server_sock, active, now)
-            elif sock == signals:
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+            elif fileno == signals:
                 os.read(signals, 256)  # catch_stop_signals() has done the rest
-            elif sock is waker_r:  # callbacks are done with these clients: watch them again
+            elif fileno == waker_r.fileno():  # callbacks are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
                 take_back(selector, active, now)
+                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif stopping:  # what a client sends once the server stops is read and dropped, here
-                del active[key.fd]
-                if drop(sock):
-                    active[key.fd] = now
+                del active[fileno]
+                if drop(key.fileobj):
+                    active[fileno] = now
                 else:
-                    selector.unregister(sock).fileobj.close()
+                    selector.unregister(fileno).fileobj.close()
             else:
+                del active[fileno]
                 # One callback per connection at a time: out of the selector until it is done.
-                selector.unregister(sock)
-                del active[key.fd]
-                pool.submit(send_recv, sock)
+                pool.submit(send_recv, selector.unregister(fileno).fileobj)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if deadline <= now:  # the oldest is due (the others are newer): most wake-ups skip this
-            close_idle(selector, active, now, idle)
+        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
+            due = close_idle(selector, active, now, idle)
         if stopping and listening:
             stop(selector, server_sock, active, pool)
             listening = False
@@ -113,7 +114,7 @@ def accept_clients(selector, server_sock, active, now):
 
 
 def take_back(selector, active, now):
-    """Watch again the clients whose callback is done."""
+    """Read again the clients whose chunk has been sent."""
     while sent_back:
         sock = sent_back.popleft()
         selector.register(sock, selectors.EVENT_READ)
@@ -143,15 +144,14 @@ def send_recv(sock):
 
 
 def send_all(sock, data):
-    """sendall() with a deadline per step: a client whose kernel takes no byte for TIMEOUT s is cut."""
-    # A client that reads slowly is served. sendall()'s own timeout would count the whole call,
-    # and settimeout() costs a poll() before every send() and recv().
+    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
+    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
     stalled = False
     while data:
         try:
-            data = data[sock.send(data):]
+            data = data[sock.send(data):]  # the article's send() could send only part of it
             stalled = False
-        except BlockingIOError:  # its buffers are full
+        except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
             # Wait for room: this pool thread only. poll() says writable once a third of the
@@ -169,17 +169,19 @@ def drop(sock):
 
 
 def close_idle(selector, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds."""
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
     # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    due = []
+    expired = []
     for fd, last in active.items():
         if last + idle > now:
             break
-        due.append(fd)
-    for fd in due:
+        expired.append(fd)
+    for fd in expired:
         log("[FD:{}]Timeout", fd)
         del active[fd]
         selector.unregister(fd).fileobj.close()
+    return next(iter(active.values()), math.inf) + idle
 
 
 def stop(selector, server_sock, active, pool):
@@ -197,7 +199,7 @@ def stop(selector, server_sock, active, pool):
             selector.get_key(fd).fileobj.shutdown(socket.SHUT_WR)
 
 
-# ---- Below, to main(), every echo_*.py is the same: logging, shedding, arguments, socket set-up. ----
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
 WORK = 0  # --work N
@@ -265,8 +267,8 @@ def seconds(text):
     return value
 
 
-def parse_args(workers=None, uvloop=False, accept=False):
-    """The flags every server takes, and --workers, --uvloop and --accept where main() asks for them."""
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--host", default="127.0.0.1",
                         help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
@@ -275,7 +277,8 @@ def parse_args(workers=None, uvloop=False, accept=False):
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
     parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load (default: %(default)s)")
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
@@ -285,19 +288,9 @@ def parse_args(workers=None, uvloop=False, accept=False):
     parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
-    if workers:
-        parser.add_argument("--workers", type=number(1, 10000), default=workers, metavar="N",
-                            help="worker processes or threads (default: %(default)s)")
-    if uvloop:
-        parser.add_argument("--uvloop", action="store_true",
-                            help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
-    if accept:
-        parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
-                            help="how a woken worker takes connections: everything queued, one, or everything "
-                                 "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
     parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
-    return parser.parse_args()
+    return parser
 
 
 def keep_alive(sock):
@@ -375,9 +368,15 @@ def catch_stop_signals():
 
 
 def main():
-    args = parse_args(workers=WORKERS)
+    global waker_r, waker_w
+    parser = argument_parser()
+    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
+                        help="pool threads (default: %(default)s)")
+    args = parser.parse_args()
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=args.workers, initializer=give_buffer)
     server_sock = start_listening(args)
+    waker_r, waker_w = socket.socketpair()  # made here, so that an exit before it leaves none open
+    waker_w.setblocking(False)
     # Leaving waits for the pool (nothing is left in it), then closes the waker, then the server.
     with server_sock, waker_r, waker_w, pool:
         try:

@@ -1,33 +1,31 @@
 import socketserver
+import sys
+import tempfile
 import threading
 import time
 
 import pytest
 
-from helpers import Server
+from helpers import ROOT, Server, started_and_stopped
 
 
 @pytest.fixture
 def start_server(tmp_path):
     """start_server(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()) -> a running Server
     (see helpers.Server); all are killed at the end."""
-    started = []
+    def make(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()):
+        folder = tempfile.mkdtemp(prefix="run", dir=tmp_path)
+        return Server(script, folder, args, rlimits, prelude, source, wrap, python)
 
-    def start(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()):
-        folder = tmp_path / "run{}".format(len(started))
-        folder.mkdir()
-        server = Server(script, folder, args, rlimits, prelude, source, wrap, python)
-        started.append(server)  # killed at the end even if it never prints its port
-        return server.wait_for_port()
+    yield from started_and_stopped(make, Server.kill, ready=Server.wait_for_port)
 
-    yield start
-    errors = []
-    for server in started:  # every one, even if killing another failed
-        try:
-            server.kill()
-        except Exception as e:  # noqa: BLE001 - reported below, after the others are killed
-            errors.append(e)
-    assert not errors, errors
+
+@pytest.fixture(scope="session")
+def client_module():
+    """client.py imported as a module, for its functions (importing it runs nothing)."""
+    sys.path.insert(0, str(ROOT))
+    import client
+    return client
 
 
 class Echo(socketserver.BaseRequestHandler):
@@ -53,20 +51,20 @@ class Echo(socketserver.BaseRequestHandler):
             self.request.sendall(data)
 
 
+def threaded_echo_server(fault=None):
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+    server.daemon_threads = True
+    server.fault = fault
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def stop_echo_server(server):
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.fixture
 def echo_server():
     """echo_server(fault) -> port of a threaded echo server with that fault (None: a correct one)."""
-    servers = []
-
-    def start(fault=None):
-        server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
-        server.daemon_threads = True
-        server.fault = fault
-        threading.Thread(target=server.serve_forever, daemon=True).start()
-        servers.append(server)
-        return server.server_address[1]
-
-    yield start
-    for server in servers:
-        server.shutdown()
-        server.server_close()
+    yield from started_and_stopped(threaded_echo_server, stop_echo_server, ready=lambda server: server.server_address[1])

@@ -31,6 +31,45 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
         time.sleep(interval)
 
 
+def steady(read, readings=5, interval=0.1, timeout=TIMEOUT):
+    """read()'s value once it has not changed for that many readings in a row, interval seconds
+    apart (polled at most timeout seconds); None if it never settled."""
+    values = []
+
+    def settled():
+        values.append(read())
+        return len(values) >= readings and len(set(values[-readings:])) == 1
+    return values[-1] if wait_until(settled, timeout, interval) else None
+
+
+def kill_group(pgid):
+    """SIGKILL a process group (one started in a session of its own), if anything is left of it."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def started_and_stopped(make, stop, ready=lambda thing: thing):
+    """The body of a fixture that starts things: it yields start(*args, **kwargs), which makes
+    one with make(*args, **kwargs) and returns ready(it); at the end each one made is stopped
+    with stop(it), every one even if stopping another failed."""
+    started = []
+
+    def start(*args, **kwargs):
+        started.append(make(*args, **kwargs))  # stopped at the end even if ready() fails
+        return ready(started[-1])
+
+    yield start
+    errors = []
+    for thing in started:
+        try:
+            stop(thing)
+        except Exception as e:  # noqa: BLE001 - reported below, after the others are stopped
+            errors.append(e)
+    assert not errors, errors
+
+
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
@@ -87,10 +126,7 @@ class Server:
 
     def kill(self):
         """SIGKILL the server's whole process group (it was started as its own session)."""
-        try:
-            os.killpg(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        kill_group(self.pid)
         self.proc.wait(TIMEOUT)
 
     def cpu_seconds(self):
@@ -128,20 +164,29 @@ def group_fds(pgid):
     return total
 
 
-def settled_fds(pgid, readings=5, interval=0.1):
+def settled_fds(pgid):
     """The group's descriptor count once it has not changed for a few readings
     (workers forked after the port line are running, a finished child has left)."""
-    counts = []
+    count = steady(lambda: group_fds(pgid))
+    assert count is not None, "the group's descriptors never settled: {}".format(group_fds(pgid))
+    return count
 
-    def settled():
-        counts.append(group_fds(pgid))
-        return len(counts) >= readings and len(set(counts[-readings:])) == 1
-    assert wait_until(settled, interval=interval), counts[-readings:]
-    return counts[-1]
+
+def group_gone(pgid, timeout=3.0):
+    """True once no process is left in the group (bounded wait). After the leader has exited, its
+    children are no longer its children (they are re-parented): the group still holds them."""
+    return wait_until(lambda: not group_pids(pgid), timeout)
 
 
 def children_of(pid, states="RSD"):
     return sorted(p for p, ppid, _, state, _ in proc_stats() if ppid == pid and state in states)
+
+
+def wait_for_workers(pid, count):
+    """The pids of a pool server's count workers, once all are up (bounded wait; asserts)."""
+    workers = wait_until(lambda: len(children_of(pid)) == count and children_of(pid))
+    assert workers, "{} workers wanted, the parent has {}".format(count, children_of(pid))
+    return workers
 
 
 def group_cpu_seconds(pgid):
@@ -179,6 +224,17 @@ def send_while_reading(sock, pieces):
         pass
     thread.join(TIMEOUT)
     return bytes(received)
+
+
+def read_to_eof(sock, timeout=TIMEOUT):
+    """Everything until EOF; raises what recv() raises (a reset, a timeout)."""
+    sock.settimeout(timeout)
+    received = bytearray()
+    while True:
+        data = sock.recv(1 << 20)
+        if not data:
+            return bytes(received)
+        received += data
 
 
 def roundtrip(server, payload):
@@ -229,13 +285,24 @@ def client(*args, timeout=TIMEOUT * 6, prelude=None):
             proc.wait(TIMEOUT)
         except subprocess.TimeoutExpired:
             pass
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its worker processes too
-        except ProcessLookupError:
-            pass
+        kill_group(proc.pid)  # its worker processes too
         proc.communicate()
         raise
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+
+def client_json(*args, timeout=TIMEOUT * 6, prelude=None):
+    """client.py with args and --json, which must succeed without a traceback: (figures, stderr)."""
+    result = client(*args, "--json", timeout=timeout, prelude=prelude)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout), result.stderr
+
+
+def python_with_client(code, timeout=TIMEOUT):
+    """Run code in a python3 of its own that has imported client.py (as `client`): its CompletedProcess."""
+    return subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, {!r}); import client\n{}".format(
+        str(ROOT), code)], capture_output=True, text=True, timeout=timeout)
 
 
 RUN = str(os.getpid())  # marks what this test run's client.py started, apart from any other suite's
@@ -264,23 +331,3 @@ def echoes(server, payload):
     except OSError:
         return False
 
-
-def client_figures(proc, timeout, meanwhile=None):
-    """What a `client.py ... --json` started with Popen (in a session of its own) prints:
-    meanwhile() runs first, while it measures; past timeout, or if anything fails, its
-    process group is killed. {"failed": why} when it printed nothing."""
-    out = err = ""
-    try:
-        if meanwhile:
-            meanwhile()
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return {"failed": "client.py did not finish in {:g} s".format(timeout)}
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    try:
-        return json.loads(out)
-    except ValueError:
-        return {"failed": "client.py printed no figures: " + err.strip()[-200:]}

@@ -1,6 +1,7 @@
-"""Soak: tens of thousands of mixed connections against one server, its memory sampled.
+"""Soak: tens of thousands of mixed connections against one server, its memory sampled. The
+machinery: tests/test_soak.py runs it short; the command is bench/soak.py:
 
-    python3 tests/soak.py echo_prethread.py --warmup 3000 --connections 9000 --step 3000 [--threads 8] [--json]
+    python3 bench/soak.py echo_prethread.py --warmup 3000 --connections 9000 --step 3000 [--threads 8] [--json]
 
 Starts the server itself (a copy in a temporary folder, --port 0 -q, its own session;
 see helpers.Server), runs --warmup connections, then --connections more in steps of
@@ -21,19 +22,15 @@ An error in a) or c) (or a connection refused in any kind) is a failure; in b), 
 and e) the server may well see a reset, which is the point.
 Threads: 8 client threads, but 2 for echo_simple.py (one client at a time, backlog 5).
 """
-import argparse
-import json
 import os
 import platform
 import random
 import socket
-import sys
 import tempfile
 import threading
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from helpers import PROCESS_SERVERS, Server, group_pids, reset, wait_until  # noqa: E402
+from helpers import PROCESS_SERVERS, Server, group_pids, reset, steady, wait_until
 
 TIMEOUT = 10.0  # the bound on any one socket operation
 THREADS = {"echo_simple.py": 2}  # one client at a time: more threads only wait in its backlog of 5
@@ -185,11 +182,13 @@ def sample(pgid, use_pss):
 
 
 def settle(pgid, use_pss, baseline):
-    """Wait (at most SETTLE s) until the group's descriptors and processes are back to
-    the baseline's, then a moment for memory; return the sample."""
-    wait_until(lambda: sample(pgid, use_pss)["fds"] <= baseline["fds"]
-               and sample(pgid, use_pss)["procs"] <= baseline["procs"], timeout=SETTLE, interval=0.05)
-    time.sleep(0.2)
+    """Wait (at most SETTLE s each) until the group's descriptors and processes are back to
+    the baseline's, then until its memory holds still; return the sample."""
+    def back():
+        now = sample(pgid, use_pss)
+        return now["fds"] <= baseline["fds"] and now["procs"] <= baseline["procs"]
+    wait_until(back, timeout=SETTLE, interval=0.05)
+    steady(lambda: sample(pgid, use_pss)["mem_kib"], readings=3, interval=0.05, timeout=SETTLE)
     return sample(pgid, use_pss)
 
 
@@ -273,38 +272,6 @@ def soak(script, warmup=3000, connections=9000, step=3000, threads=None, max_gro
 
 def wait_settled_start(pgid, use_pss):
     """The group's sample once its process count stops changing (prefork's workers start)."""
-    previous = []
-
-    def steady():
-        previous.append(sample(pgid, use_pss)["procs"])
-        return len(previous) > 5 and len(set(previous[-5:])) == 1
-    wait_until(steady, timeout=SETTLE, interval=0.05)
+    steady(lambda: sample(pgid, use_pss)["procs"], readings=6, interval=0.05, timeout=SETTLE)
     return sample(pgid, use_pss)
 
-
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("script", help="an echo_*.py of the repository, or the path of a changed copy to try")
-    parser.add_argument("--warmup", type=int, default=3000, help="connections before the measure (default: 3000)")
-    parser.add_argument("--connections", type=int, default=9000, help="connections measured (default: 9000)")
-    parser.add_argument("--step", type=int, default=3000, help="connections between samples (default: 3000)")
-    parser.add_argument("--threads", type=int, help="client threads (default: 8; 2 for echo_simple.py)")
-    parser.add_argument("--max-growth", type=int, metavar="KIB",
-                        help="memory growth allowed after the warm-up (default: 1024 up to 9,000 connections, "
-                             "2048 above)")
-    parser.add_argument("--time-limit", type=float, default=1800.0, help="seconds for the whole soak (default: 1800)")
-    parser.add_argument("--json", action="store_true", help="print the result as one JSON line at the end")
-    parser.add_argument("server_args", nargs="*", help="after --: more arguments for the server")
-    args = parser.parse_args()
-    name = os.path.basename(args.script)  # a path elsewhere (a changed copy) runs as its name would
-    source = args.script if os.path.dirname(args.script) else None
-    result = soak(name, args.warmup, args.connections, max(1, args.step), args.threads,
-                  args.max_growth, args.time_limit, report=lambda line: print(line, flush=True),
-                  server_args=args.server_args, source=source)
-    if args.json:
-        print(json.dumps(result))
-    return 0 if result["passed"] else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,6 +7,10 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # every test here starts a server and loads it
+
 
 def send_buffer_max():
     """The most the kernel lets a TCP send buffer grow to (Linux autotunes it up to this)."""

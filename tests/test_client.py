@@ -10,21 +10,22 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, SERVERS, TIMEOUT, client, echo_processes
+from helpers import (ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, python_with_client, started_and_stopped,
+                     steady)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
 
+@pytest.mark.slow
 def test_exact_counts_against_a_correct_server(echo_server):
-    result = client("--port", str(echo_server()), *WORKLOAD, "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(echo_server()), *WORKLOAD)
     assert figures["messages"] == 3 * 2 * 7 and figures["connections"] == 6 and figures["errors"] == 0
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "p50_ms", "p99_ms"):
         assert figures[key] > 0
     assert figures["total_s"] == pytest.approx(figures["connect_s"] + figures["echo_s"])
 
 
+@pytest.mark.slow
 def test_text_report_has_the_articles_three_figures(echo_server):
     result = client("--port", str(echo_server()), *WORKLOAD)
     assert result.returncode == 0
@@ -32,6 +33,7 @@ def test_text_report_has_the_articles_three_figures(echo_server):
         assert word in result.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
                                          ("close", "closed early")])
 def test_every_fault_is_counted_and_fails_the_run(echo_server, fault, kind):
@@ -44,11 +46,10 @@ def test_every_fault_is_counted_and_fails_the_run(echo_server, fault, kind):
     assert time.monotonic() - started < 30, "a broken server never makes the client hang"
 
 
+@pytest.mark.slow
 def test_latency_reflects_a_known_delay(echo_server):
-    result = client("--port", str(echo_server("delay")), "--clients", "2", "--connects", "1", "--messages", "5",
-                    "--json")
-    figures = json.loads(result.stdout)
-    assert result.returncode == 0 and figures["errors"] == 0
+    figures, _ = client_json("--port", str(echo_server("delay")), "--clients", "2", "--connects", "1", "--messages", "5")
+    assert figures["errors"] == 0
     assert 50 <= figures["p50_ms"] < 500
 
 
@@ -69,6 +70,7 @@ def test_bad_arguments_are_one_clear_line(args):
     assert result.stderr.count("\n") == 1 and "error" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_too_many_clients_for_the_descriptor_limit_says_so(echo_server):
     import resource
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
@@ -78,17 +80,17 @@ def test_too_many_clients_for_the_descriptor_limit_says_so(echo_server):
     assert result.returncode != 0 and "descriptors" in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_all_names_every_server_and_leaves_no_process(tmp_path):
     markdown, chart = tmp_path / "results.md", tmp_path / "results.svg"
     before = echo_processes()
-    result = client("--all", "--clients", "3", "--connects", "1", "--messages", "3", "--repeat", "1",
-                    "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=300)
-    assert result.returncode == 0, result.stderr
-    tables = json.loads(result.stdout)["tables"]
+    measured, stderr = client_json("--all", "--clients", "3", "--connects", "1", "--messages", "3", "--repeat", "1",
+                                   "--procs", "1", "--markdown", str(markdown), "--svg", str(chart), timeout=300)
+    tables = measured["tables"]
     rows = {row["server"]: row for row in tables[0]["rows"]}
     assert {name.split()[0] for name in rows} == set(SERVERS)  # and "<file> --uvloop" rows where uvloop is installed
     assert all(not row["failed"] and row["messages"] == 9 for row in rows.values()), rows
-    assert "warm-up" in result.stderr and "run 1" in result.stderr  # progress
+    assert "warm-up" in stderr and "run 1" in stderr  # progress
     text = markdown.read_text()
     assert all(name in text for name in SERVERS)
     ET.parse(str(chart))  # well-formed SVG
@@ -104,34 +106,30 @@ def offers_uvloop(script):
     ("UVLOOP = True\n", True), ("UVLOOP = False\n", False), ("", False), ("# UVLOOP = True\n", False),
     ('"""UVLOOP = True"""\n', False), ("def main():\n    UVLOOP = True\n", False),
     ("parse_args(uvloop=True)\n", False), ("UVLOOP = 1\n", False), ("def broken(:\n", False)])
-def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared):
-    sys.path.insert(0, str(ROOT))
-    import client as module
+def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared, client_module):
     script = tmp_path / "echo_x.py"
     script.write_text('"""A server."""\nimport sys\n' + source)
-    assert module.takes_uvloop(script) is declared
+    assert client_module.takes_uvloop(script) is declared
 
 
-def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path):
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path, client_module):
     """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server that declares
     UVLOOP = True; in a copy of the servers, that constant is added (faked) to those whose --help
     offers --uvloop, so the rows must be exactly the servers that take the flag."""
     offered = {name for name in SERVERS if offers_uvloop(ROOT / name)}
     assert "echo_asyncio_protocol.py" in offered
-    sys.path.insert(0, str(ROOT))
-    import client as module
-    declared = {name for name in SERVERS if module.takes_uvloop(ROOT / name)}
+    declared = {name for name in SERVERS if client_module.takes_uvloop(ROOT / name)}
     assert not declared or declared == offered, "a server takes --uvloop without UVLOOP = True, or the reverse"
     for name in SERVERS:
         source = (ROOT / name).read_text()
         (tmp_path / name).write_text(source + ("\nUVLOOP = True\n" if name in offered - declared else ""))
-    code = ("import importlib.util, json, sys; sys.path.insert(0, {!r}); import client\n"
+    code = ("import importlib.util, json\n"
             "client.HERE = client.Path({!r})\n"
             "real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
             "print(json.dumps([[script.name, *extra] for script, extra in "
-            "client.server_entries(client.parse_args(['--all']))]))").format(str(ROOT), str(tmp_path))
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
+            "client.server_entries(client.parse_args(['--all']))]))").format(str(tmp_path))
+    result = python_with_client(code)
     assert result.returncode == 0, result.stderr
     entries = json.loads(result.stdout)
     assert {name for name, *extra in entries if extra == ["--uvloop"]} == offered
@@ -142,11 +140,10 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))  # bound, not listening
         # measure() in a process of its own, single-threaded as client.py is when it forks.
-        code = ("import json, sys; sys.path.insert(0, {!r}); import client; print(json.dumps(client.measure("
+        code = ("import json; print(json.dumps(client.measure("
                 "'127.0.0.1', {}, client.Workload(clients=2, connects=3000, messages=1, size=8, timeout=2, "
-                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))"
-                ).format(str(ROOT), probe.getsockname()[1])
-        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT * 6)
+                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))").format(probe.getsockname()[1])
+        result = python_with_client(code, timeout=TIMEOUT * 6)
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)
     assert figures["messages"] == 0 and figures["error_kinds"] == {"refused": 6000}
@@ -202,17 +199,11 @@ class Counting:
 
 @pytest.fixture
 def counting_server():
-    started = []
-
-    def start(*args, **kwargs):
-        started.append(Counting(*args, **kwargs))
-        return started[-1]
-
-    yield start
-    for server in started:
-        server.stop()
+    """counting_server(backlog, ...) -> a running Counting server; all stopped at the end."""
+    yield from started_and_stopped(Counting, Counting.stop)
 
 
+@pytest.mark.slow
 def test_connections_are_ramped_held_and_reported_in_two_phases(counting_server):
     import resource
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -222,21 +213,18 @@ def test_connections_are_ramped_held_and_reported_in_two_phases(counting_server)
         pytest.skip("needs 5,000 descriptors for 2,000 connections on each side")
     # Fewer connects in flight than the listen queue holds: a server that keeps accepting never drops one.
     server = counting_server(backlog=128)
-    result = client("--port", str(server.port), "--clients", "2000", "--connects", "1", "--messages", "2",
-                    "--hold", "--connect-concurrency", "32", "--timeout", "30", "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(server.port), "--clients", "2000", "--connects", "1", "--messages", "2",
+                             "--hold", "--connect-concurrency", "32", "--timeout", "30")
     assert figures["errors"] == 0 and figures["messages"] == 4000
     assert figures["max_open"] == 2000 and server.most == 2000, "the server saw them all open together"
     assert figures["connect_phase_s"] > 0 and figures["echo_phase_s"] > 0
 
 
+@pytest.mark.slow
 def test_no_syn_retry_against_a_server_whose_queue_cannot_fill(counting_server):
     server = counting_server(backlog=1024)  # more than there are connections: no SYN is dropped
-    result = client("--port", str(server.port), "--clients", "300", "--connects", "1", "--messages", "1", "--hold",
-                    "--procs", "1", "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(server.port), "--clients", "300", "--connects", "1", "--messages", "1",
+                             "--hold", "--procs", "1")
     assert figures["errors"] == 0 and figures["syn_retries"] == 0 and figures["connect_max_ms"] < 950
     assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"] <= figures["connect_max_ms"]
     # Every connection counts toward the connect rate: 300 over at most the connect phase.
@@ -253,8 +241,8 @@ def queue_capacity(backlog):
             for probe in probes:
                 probe.setblocking(False)
                 probe.connect_ex(listener.getsockname())
-            time.sleep(0.3)  # loopback handshakes take microseconds; a dropped SYN waits 1 s
-            return len(selectors_writable(probes))
+            # Loopback handshakes take microseconds and a dropped SYN waits 1 s: the count settles at once.
+            return steady(lambda: len(selectors_writable(probes)), interval=0.02)
         finally:
             for probe in probes:
                 probe.close()
@@ -267,6 +255,7 @@ def selectors_writable(socks):
         return [key.fileobj for key, _ in selector.select(0)]
 
 
+@pytest.mark.slow
 def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
     """A listener of backlog 1 that accepts nothing for 1.5 s: the connects past what its
     queue holds have their SYNs dropped and retried (after 1 s: dropped again; after 3 s: in)."""
@@ -275,10 +264,8 @@ def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
     queued = queue_capacity(1) - 1
     server = counting_server(backlog=1, pause=1.5)
     started = time.monotonic()
-    result = client("--port", str(server.port), "--clients", str(clients), "--connects", "1", "--messages", "1",
-                    "--hold", "--connect-concurrency", str(clients), "--procs", "1", "--timeout", "10", "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(server.port), "--clients", str(clients), "--connects", "1", "--messages",
+                             "1", "--hold", "--connect-concurrency", str(clients), "--procs", "1", "--timeout", "10")
     assert figures["errors"] == 0 and figures["messages"] == clients
     assert figures["syn_retries"] == clients - queued, figures
     assert figures["connect_p50_ms"] >= 950 and figures["connect_max_ms"] < 8000
@@ -290,84 +277,79 @@ def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.slow
 def test_ipv6_host(counting_server):
     try:
         server = counting_server(backlog=8, family=socket.AF_INET6, host="::1")
     except OSError:
         pytest.skip("this machine has no IPv6 loopback (::1)")
-    result = client("--host", "::1", "--port", str(server.port), *WORKLOAD, "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["messages"] == 3 * 2 * 7
+    assert client_json("--host", "::1", "--port", str(server.port), *WORKLOAD)[0]["messages"] == 3 * 2 * 7
 
 
-def test_a_failed_row_says_why_in_words():
-    sys.path.insert(0, str(ROOT))
-    import client as module
-    w = module.Workload(timeout=30, connect_timeout=30, budget=120)
+def test_a_failed_row_says_why_in_words(client_module):
+    w = client_module.Workload(timeout=30, connect_timeout=30, budget=120)
     result = {"messages": 90, "expected": 100, "error_kinds": {"timeout": 8, "connect timeout": 2}}
-    text = module.why_failed(result, w, "echo_select.py")
+    text = client_module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
     assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
     assert "select() cannot watch descriptors past 1024" in text
-    assert "limit" not in module.why_failed(result, w, "echo_epoll.py")
+    assert "limit" not in client_module.why_failed(result, w, "echo_epoll.py")
 
 
+@pytest.mark.slow
 def test_connect_pace_spreads_the_connects_over_time(counting_server):
     server = counting_server(backlog=1024)
-    result = client("--port", str(server.port), "--clients", "200", "--connects", "1", "--messages", "1", "--hold",
-                    "--connect-pace", "400", "--procs", "2", "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(server.port), "--clients", "200", "--connects", "1", "--messages", "1",
+                             "--hold", "--connect-pace", "400", "--procs", "2")
     assert figures["errors"] == 0 and figures["messages"] == 200 and figures["syn_retries"] == 0
     # 200 connects at 400 a second: half a second, give or take a millisecond's catch-up.
     assert 0.45 <= figures["connect_phase_s"] < 3, figures["connect_phase_s"]
     assert figures["connect_rate"] <= 400 * 1.1
 
 
+@pytest.mark.slow
 def test_seconds_times_each_connection_instead_of_counting_messages(echo_server):
     started = time.monotonic()
-    result = client("--port", str(echo_server()), "--clients", "4", "--connects", "1", "--seconds", "0.5",
-                    "--procs", "2", "--json")
-    assert result.returncode == 0, result.stderr
-    figures = json.loads(result.stdout)
+    figures, _ = client_json("--port", str(echo_server()), "--clients", "4", "--connects", "1", "--seconds", "0.5",
+                             "--procs", "2")
     assert figures["errors"] == 0 and figures["connections"] == 4 and figures["messages"] > 40
     assert figures["messages"] == figures["expected"]
     assert 0.5 <= figures["echo_s"] < 5  # each connection's exchanges, from its first to its close
     assert time.monotonic() - started < 30
 
 
-def test_all_reports_what_each_worker_served_in_the_measured_runs_alone():
-    """Per worker, counted per measured run (SIGUSR1 around it): the warm-up is left out, the
-    connections add up, and SO_REUSEPORT's hash gives each of 2 workers at least a third of 300."""
-    result = client("--all", "--servers", "reuseport", "--server-args", "--workers 2", "--clients", "30",
-                    "--connects", "10", "--messages", "2", "--repeat", "1", "--json")
-    assert result.returncode == 0, result.stderr
-    row = json.loads(result.stdout)["tables"][0]["rows"][0]
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="each worker's CPU is read from /proc")
+def test_all_measures_each_workers_cpu_in_the_measured_runs_alone():
+    """Each worker's CPU, read from /proc before and after each measured run: the warm-up (here as
+    much work as the measured run) is left out, so the workers' CPU fits within the server's CPU
+    in that run, and SO_REUSEPORT's hash gives neither of 2 workers much more than half of 100
+    connections, each a message that costs --work."""
+    row = client_json("--all", "--servers", "reuseport", "--server-args", "--workers 2", "--clients", "100",
+                      "--connects", "1", "--messages", "1", "--work", "1000000", "--repeat", "1",
+                      timeout=TIMEOUT * 12)[0]["tables"][0]["rows"][0]
     assert row["server"] == "echo_reuseport.py --workers 2" and not row["failed"]
-    conns = [worker[0] for worker in row["workers"]]
-    assert len(conns) == 2 and sum(conns) == 300 and min(conns) >= 100, conns
-    assert sum(worker[1] for worker in row["workers"]) >= 600  # two messages a connection, at least a chunk each
-    assert sum(worker[2] for worker in row["workers"]) == 600 * 32
-    assert row["even_share"] == 0.5 and 0.5 <= row["busiest_chunk_share"] <= 2 / 3
+    workers, server = row["worker_cpu_s"], row["server_cpu_s"]
+    assert len(workers) == 2 and row["even_share"] == 0.5, row
+    assert server >= 0.2, "--work too small to measure here: {} s".format(server)
+    assert server / 2 <= sum(workers) <= server + 0.05, (workers, server)  # with the warm-up: about 2 x server
+    assert 0.5 <= row["busiest_cpu_share"] <= 0.75, workers
 
 
-def test_the_connect_rate_leaves_out_the_time_only_retries_were_waiting():
-    sys.path.insert(0, str(ROOT))
-    import client as module
+def test_the_connect_rate_leaves_out_the_time_only_retries_were_waiting(client_module):
     prompt = [(0.0, 0.1), (1.1, 1.2)]  # (connect() called, connected)
     retried = [(0.05, 1.1)]  # waited on a SYN retry: from 0.1 to 1.1 nothing else was connecting
-    assert module.stalled(prompt, retried, 0.0, 1.2) == pytest.approx(1.0)
-    assert module.stalled(prompt, [], 0.0, 1.2) == 0.0
-    assert module.stalled([(0.0, 1.2)], retried, 0.0, 1.2) == 0.0, "a prompt connect in progress: no stall"
+    assert client_module.stalled(prompt, retried, 0.0, 1.2) == pytest.approx(1.0)
+    assert client_module.stalled(prompt, [], 0.0, 1.2) == 0.0
+    assert client_module.stalled([(0.0, 1.2)], retried, 0.0, 1.2) == 0.0, "a prompt connect in progress: no stall"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux: the whole of 127/8 is the loopback")
 def test_connections_to_the_loopback_take_their_source_addresses_in_turn(counting_server):
     """One source address runs short of local ports past about 14,000 new connections a second
     (SOURCES in client.py): against 127.x each connection takes the next of 16 source addresses."""
     server = counting_server(backlog=128)
-    result = client("--port", str(server.port), "--clients", "8", "--connects", "4", "--messages", "1",
-                    "--procs", "1", "--json")
-    assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout)["errors"] == 0
+    assert client_json("--port", str(server.port), "--clients", "8", "--connects", "4", "--messages", "1",
+                       "--procs", "1")[0]["errors"] == 0
     assert server.peers == {"127.0.0.%d" % n for n in range(1, 17)}

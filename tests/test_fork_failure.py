@@ -4,7 +4,9 @@ import signal
 
 import pytest
 
-from helpers import PROCESS_SERVERS, children_of, exchange, roundtrip, wait_until
+from helpers import PROCESS_SERVERS, exchange, group_gone, roundtrip, wait_for_workers, wait_until
+
+pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
 FAILING = 2  # forks 2 and 3 fail: the server starts with one worker and retries twice
 
@@ -28,9 +30,10 @@ def fork_lines(server):
 @pytest.mark.parametrize("script", sorted(PROCESS_SERVERS - {"echo_fork.py"}))
 def test_a_failed_fork_is_one_line_and_the_pool_fills_up_again(script, start_server):
     server = start_server(script, "--workers", "3", prelude=failing_fork(range(2, 2 + FAILING)))
-    assert exchange(server.connect(), b"one worker serves") == b"one worker serves"
+    with server.connect() as sock:
+        assert exchange(sock, b"one worker serves") == b"one worker serves"
     # The parent tries again every second: the pool is whole once the failing forks are past.
-    assert wait_until(lambda: len(children_of(server.pid)) == 3), children_of(server.pid)
+    wait_for_workers(server.pid, 3)
     assert wait_until(lambda: len(fork_lines(server)) == FAILING)
     assert all(line.endswith("Fork:Resource temporarily unavailable: trying again in 1 s")
                for line in fork_lines(server)), fork_lines(server)
@@ -38,7 +41,7 @@ def test_a_failed_fork_is_one_line_and_the_pool_fills_up_again(script, start_ser
         assert roundtrip(server, bytes(range(256)) * (size // 256 + 1)) == (bytes(range(256)) * (size // 256 + 1), True)
     assert server.stop(signal.SIGTERM) == 0
     assert "Traceback" not in server.stderr()
-    assert children_of(server.pid) == []
+    assert group_gone(server.pid), "a worker outlived the parent"
 
 
 def test_fork_per_connection_sheds_only_the_client_whose_fork_failed(start_server):

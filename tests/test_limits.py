@@ -9,7 +9,9 @@ import time
 import pytest
 
 from helpers import (POOL_SERVERS, PROCESS_SERVERS, SELECT_SERVERS, SERVERS, children_of, echoes, exchange,
-                     group_fds, group_pids, roundtrip, settled_fds, wait_until)
+                     group_fds, group_pids, roundtrip, settled_fds, steady, wait_for_workers, wait_until)
+
+pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
 # In these one process holds every connection, so a low RLIMIT_NOFILE is reached by
 # connections alone. echo_simple holds one at a time; the fork servers' parents hold none.
@@ -162,9 +164,7 @@ def test_fork_leaves_no_zombies(start_server):
 @pytest.mark.parametrize("script", sorted(POOL_SERVERS))
 def test_a_killed_worker_is_replaced(script, start_server):
     server = start_server(script, "-q", "--workers", "3")
-    workers = wait_until(lambda: len(children_of(server.pid)) == 3 and children_of(server.pid))
-    assert workers
-    victim = workers[0]
+    victim = wait_for_workers(server.pid, 3)[0]
     os.kill(victim, signal.SIGKILL)
 
     def replaced():
@@ -181,14 +181,14 @@ def test_a_killed_worker_is_replaced(script, start_server):
 @pytest.mark.parametrize("script", sorted(POOL_SERVERS))
 def test_a_stopped_workers_connections_are_served_once_it_resumes(script, start_server):
     server = start_server(script, "-q", "--workers", "2")
-    workers = wait_until(lambda: len(children_of(server.pid)) == 2 and children_of(server.pid))
-    assert workers
+    workers = wait_for_workers(server.pid, 2)
     os.kill(workers[0], signal.SIGSTOP)
     try:
         socks = [server.connect() for _ in range(20)]  # some are handed to (or hashed to) the stopped one
         for n, sock in enumerate(socks):
             sock.sendall(b"while stopped %d" % n)
-        time.sleep(0.3)
+        # The running worker has echoed all it will while the other is stopped: the rest wait for it.
+        steady(lambda: len(select.select(socks, [], [], 0)[0]), interval=0.05)
     finally:
         os.kill(workers[0], signal.SIGCONT)
     for n, sock in enumerate(socks):
@@ -218,8 +218,7 @@ def test_the_acceptor_passes_over_a_worker_that_stopped_reading(start_server):
     if 2 * capacity + 200 > 4000:
         pytest.skip("a Unix socket here holds {} descriptors: too many connections to fill one".format(capacity))
     server = start_server("echo_selectors_process.py", "--workers", "2")  # logged: "shed" must not appear
-    workers = wait_until(lambda: len(children_of(server.pid)) == 2 and children_of(server.pid))
-    assert workers
+    workers = wait_for_workers(server.pid, 2)
     os.kill(workers[0], signal.SIGSTOP)
     socks, by_fd, echoed, poller = [], {}, set(), select.poll()
     deadline = time.monotonic() + 30

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, RUN, TIMEOUT, client, echo_processes
+from helpers import ROOT, RUN, TIMEOUT, client, client_json, echo_processes, started_and_stopped
 
 
 class OneAtATime:
@@ -70,23 +70,7 @@ class OneAtATime:
 @pytest.fixture
 def one_at_a_time():
     """one_at_a_time(busy=..., pause_at=..., pause_for=...) -> a running OneAtATime; all stopped at the end."""
-    started = []
-
-    def start(**kwargs):
-        server = OneAtATime(**kwargs)
-        started.append(server)
-        return server
-
-    yield start
-    for server in started:
-        server.stop()
-
-
-def run_json(*args, timeout=60):
-    result = client(*args, "--json", timeout=timeout)
-    assert "Traceback" not in result.stderr, result.stderr
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout), result.stderr
+    yield from started_and_stopped(OneAtATime, OneAtATime.stop)
 
 
 def progress_lines(stderr):
@@ -98,12 +82,13 @@ SINGLE_FIELDS = ("offered_rate", "achieved_rate", "behind_ms", "reply_rate", "co
                  "max_open", "client_cpu_s", "client_ports_exhausted")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("messages", [None, 3])
 def test_one_rate_reports_every_figure(echo_server, messages):
     rate, duration = 50, 2
     extra = ["--messages", str(messages)] if messages else []  # one exchange per connection by default
     started = time.monotonic()
-    figures, _ = run_json("--port", str(echo_server()), "--rate", str(rate), "--duration", str(duration), *extra)
+    figures, _ = client_json("--port", str(echo_server()), "--rate", str(rate), "--duration", str(duration), *extra)
     elapsed = time.monotonic() - started
     assert set(SINGLE_FIELDS) <= set(figures), set(SINGLE_FIELDS) - set(figures)
     assert figures["offered_rate"] == rate
@@ -121,6 +106,7 @@ def test_one_rate_reports_every_figure(echo_server, messages):
     assert 0 < figures["client_cpu_s"] < elapsed * (os.cpu_count() or 1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
                                          ("close", "closed early")])
 def test_every_reply_is_verified(echo_server, fault, kind):
@@ -133,10 +119,11 @@ def test_every_reply_is_verified(echo_server, fault, kind):
     assert set(figures["error_kinds"]) == {kind}
 
 
+@pytest.mark.slow
 def test_sweep_names_a_knee_at_the_servers_capacity(one_at_a_time):
     busy = 0.02  # 50 connections/s
     server = one_at_a_time(busy=busy)
-    sweep, stderr = run_json("--port", str(server.port), "--rate", "35:90:5", "--duration", "1")
+    sweep, stderr = client_json("--port", str(server.port), "--rate", "35:90:5", "--duration", "1")
     steps, knee = sweep["steps"], sweep["knee"]
     offered = [step["offered_rate"] for step in steps]
     assert offered == list(range(35, 95, 5))[:len(steps)], "one step per rate, in order"
@@ -153,12 +140,13 @@ def test_sweep_names_a_knee_at_the_servers_capacity(one_at_a_time):
     assert past and past[-1]["reply_rate"] < 0.9 * past[-1]["offered_rate"], "replies fall behind past capacity"
 
 
+@pytest.mark.slow
 def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_time):
     """Coordinated omission: while the server is silent, connections keep being
     scheduled; each waits until the stall ends, and that wait is its response time."""
     rate, duration, pause = 40, 3, 1.0
     server = one_at_a_time(pause_at=1.0, pause_for=pause)
-    figures, _ = run_json("--port", str(server.port), "--rate", str(rate), "--duration", str(duration))
+    figures, _ = client_json("--port", str(server.port), "--rate", str(rate), "--duration", str(duration))
     pause_ms = pause * 1000
     assert figures["errors"] == 0
     assert abs(figures["connections"] - rate * duration) <= 1
@@ -170,6 +158,7 @@ def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_
     assert figures["p50_ms"] < 0.25 * pause_ms, "the connections outside the stall stay fast"
 
 
+@pytest.mark.slow
 def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
     markdown, chart = tmp_path / "sweep.md", tmp_path / "sweep.svg"
     servers = ("echo_epoll.py", "echo_selectors.py")
@@ -220,6 +209,7 @@ def test_a_bad_rate_is_one_clear_line(rate):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.slow
 def test_running_out_of_local_ports_is_the_clients_limit_not_the_servers(echo_server):
     """EADDRNOTAVAIL (every local port in TIME_WAIT) is said, and not counted as the server's error."""
     prelude = ("import errno, socket\n"
@@ -231,6 +221,7 @@ def test_running_out_of_local_ports_is_the_clients_limit_not_the_servers(echo_se
     assert "local ports" in text.stdout and "not counted against the server" in text.stdout, text.stdout
 
 
+@pytest.mark.slow
 def test_a_client_that_falls_behind_its_schedule_says_so(echo_server):
     """Each connect made to take 20 ms: one worker can start 50 a second, not the 200 offered."""
     prelude = ("import time, client\n"
@@ -244,11 +235,9 @@ def test_a_client_that_falls_behind_its_schedule_says_so(echo_server):
     assert "did not keep its schedule" in text and "lag" in text, text
 
 
-def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_early():
+def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_early(client_module):
     """Connections due in the same millisecond start in one wake-up: each is scheduled at
     the start of the millisecond its k/rate falls in, and none starts before then."""
-    sys.path.insert(0, str(ROOT))
-    import client as module
 
     class Recorder:
         by_fd = {}
@@ -263,7 +252,7 @@ def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_ear
     rate, duration, procs = 8000, 0.05, 2
     for index in range(procs):
         engine = Recorder()
-        driver = module.OpenLoop(engine, module.Workload(rate=rate, duration=duration), index, procs)
+        driver = client_module.OpenLoop(engine, client_module.Workload(rate=rate, duration=duration), index, procs)
         t0 = time.perf_counter()
         driver.start(t0)
         deadline = t0 + 5
@@ -280,12 +269,13 @@ def test_the_schedule_is_in_whole_milliseconds_and_never_starts_a_connection_ear
         assert len(slots) == round(duration * 1000), "one wake-up's worth of connections per millisecond"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to two cores")
 def test_the_pinned_sweep_gives_the_server_a_core_and_measures_the_clients_ceiling():
-    """tests/pinned_sweep.py: the client's ceiling row (against any echo server command), then one
+    """bench/pinned_sweep.py: the client's ceiling row (against any echo server command), then one
     row per server, each swept with the server on one core and the client on the others."""
     ceiling = shlex.join([sys.executable, str(ROOT / "echo_epoll.py")])
-    result = subprocess.run([sys.executable, str(ROOT / "tests" / "pinned_sweep.py"), "--rates", "500:1000:500",
+    result = subprocess.run([sys.executable, str(ROOT / "bench" / "pinned_sweep.py"), "--rates", "500:1000:500",
                              "--ceiling", ceiling, "echo_selectors.py"],
                             capture_output=True, text=True, timeout=TIMEOUT * 30,
                             env=dict(os.environ, ECHO_TESTS_RUN=RUN))  # marks its servers: see echo_processes()

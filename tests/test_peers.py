@@ -12,7 +12,10 @@ import time
 
 import pytest
 
-from helpers import ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_pids, roundtrip, settled_fds, wait_until
+from helpers import (ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_gone, read_to_eof, roundtrip, settled_fds,
+                     wait_until)
+
+pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 # How many clients a pattern serves at once with its defaults: as many idle ones denied service before.
@@ -41,17 +44,6 @@ def push_until_stalled(sock, stall=0.5, limit=64 << 20, timeout=TIMEOUT):
             time.sleep(0.01)
     sock.setblocking(True)
     return sent
-
-
-def read_to_end(sock, timeout=TIMEOUT):
-    """Everything until EOF; raises what recv() raises (a reset is a failure)."""
-    sock.settimeout(timeout)
-    received = bytearray()
-    while True:
-        data = sock.recv(1 << 20)
-        if not data:
-            return bytes(received)
-        received += data
 
 
 def cut(sock, timeout=5.0):
@@ -129,7 +121,7 @@ def test_timeout_zero_keeps_an_idle_client(script, start_server):
     server = start_server(script, "-q", "--timeout", "0")
     with server.connect() as sock:
         assert exchange(sock, b"a") == b"a"
-        time.sleep(1.2)
+        time.sleep(1.2)  # idle past what a 1 s deadline would allow: the idling is the test, not a wait
         assert exchange(sock, b"b") == b"b"
 
 
@@ -167,7 +159,7 @@ def test_a_stop_sends_every_echo_then_eof(script, start_server):
     with sock:
         sent = push_until_stalled(sock)
         os.kill(server.pid, signal.SIGTERM)
-        received = read_to_end(sock)  # a ConnectionResetError here is the bug
+        received = read_to_eof(sock)  # a ConnectionResetError here is the bug
         assert received and is_prefix(received), "{} bytes back of {}, not a prefix".format(len(received), sent)
     started = time.monotonic()
     status = server.wait(5)
@@ -188,7 +180,14 @@ def test_the_grace_ends_a_stop_that_a_client_holds(script, start_server):
         took = time.monotonic() - started
     assert status == 0 and took > 0.4, "exit status {} after {:.1f} s: {}".format(status, took, server.stderr())
     assert "Traceback" not in server.stderr()
-    assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a process was left behind"
+    assert group_gone(server.pid), "a process was left behind"
+
+
+def pending(pid, signum):
+    """True while signum waits to be delivered to the process (or taken by its sigwait())."""
+    with open("/proc/{}/status".format(pid)) as f:
+        masks = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
+    return any(mask >> (signum - 1) & 1 for mask in masks)
 
 
 @every_server
@@ -197,12 +196,12 @@ def test_a_second_signal_ends_the_stop_at_once(script, start_server):
     with server.connect() as sock:
         push_until_stalled(sock, stall=0.3)
         os.kill(server.pid, signal.SIGTERM)
-        time.sleep(0.3)
+        assert wait_until(lambda: not pending(server.pid, signal.SIGTERM)), "the first signal was never taken"
         os.kill(server.pid, signal.SIGINT)
         status = server.wait(5)
     assert status == 1, "exit status {}: {}".format(status, server.stderr())
     assert "Traceback" not in server.stderr()
-    assert wait_until(lambda: not group_pids(server.pid), timeout=3), "a process was left behind"
+    assert group_gone(server.pid), "a process was left behind"
 
 
 # ---- A peer that vanishes: a client in a network namespace whose link is deleted mid-connection,

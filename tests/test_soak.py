@@ -1,11 +1,13 @@
 """Flat memory is part of correct (STYLE.md, habit 17): a short soak of every server.
 
-The long one is a command: python3 tests/soak.py echo_prethread.py --warmup 3000 --connections 100000
+The long one is a command: python3 bench/soak.py echo_prethread.py --warmup 3000 --connections 100000
 """
 import pytest
 
 import soak
 from helpers import SERVERS
+
+pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
 # Measured on 2 cores, Pythons 3.9-3.13, with these counts: the servers that stay flat grew
 # at most 0.35 MiB; a leak of 0.8 KB/connection grows 2.3 MiB. About 2 s a server, 9 s for

@@ -1,6 +1,6 @@
 """One worker stopped for a second while connections arrive on a schedule: who waits for it?
 
-    python3 tests/stopped_worker.py [--workers 2] [--rate 2000] [--stop 1.0] [--markdown FILE] [SERVER ...]
+    python3 bench/stopped_worker.py [--workers 2] [--rate 2000] [--stop 1.0] [--markdown FILE] [SERVER ...]
 
 For each server (default: the process servers that have a pool of workers, and
 echo_shared_socket.py with each --accept choice), start it (--port 0 -q --workers N),
@@ -20,8 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import ROOT, Server, children_of, client_figures, wait_until  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import Server, wait_for_workers  # noqa: E402
+
+from common import client_figures, table  # noqa: E402
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals
@@ -36,9 +39,10 @@ def one_run(script, extra, workers, rate, stop):
         server = Server(script, folder, ["-q", "--workers", str(workers), *extra])
         try:
             server.wait_for_port()
-            pool = wait_until(lambda: len(children_of(server.pid)) == workers and children_of(server.pid))
-            if not pool:
-                return {"failed": "its workers did not start"}
+            try:
+                pool = wait_for_workers(server.pid, workers)
+            except AssertionError as e:
+                return {"failed": str(e)}
             client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port),
                                        "--rate", str(rate), "--duration", str(DURATION), "--procs", "1", "--json"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -74,18 +78,13 @@ def main():
     if not 0 < args.stop < DURATION - STOP_AT:
         parser.error("--stop must end before the arrivals do ({:g} s)".format(DURATION - STOP_AT))
     runs = [run for run in RUNS if not args.servers or run[0] in args.servers]
-    lines = ["{} workers, {:,} connections/s for {:g} s (one exchange each); worker 1 stopped (SIGSTOP) "
-             "{:g} s in, for {:g} s.".format(args.workers, args.rate, DURATION, STOP_AT, args.stop), "",
-             "| server | replies | errors | p50 ms | p99 ms | max ms | responses >= 100 ms | responses >= 1 s |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    print("\n".join(lines), flush=True)
-    for script, extra in runs:
-        line = row(" ".join([script, "--workers", str(args.workers), *extra]),
-                   one_run(script, extra, args.workers, args.rate, args.stop))
-        print(line, flush=True)
-        lines.append(line)
-    if args.markdown:
-        Path(args.markdown).write_text("\n".join(lines) + "\n")
+    head = ["{} workers, {:,} connections/s for {:g} s (one exchange each); worker 1 stopped (SIGSTOP) "
+            "{:g} s in, for {:g} s.".format(args.workers, args.rate, DURATION, STOP_AT, args.stop), "",
+            "| server | replies | errors | p50 ms | p99 ms | max ms | responses >= 100 ms | responses >= 1 s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    table(head, (row(" ".join([script, "--workers", str(args.workers), *extra]),
+                     one_run(script, extra, args.workers, args.rate, args.stop)) for script, extra in runs),
+          args.markdown)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Start, connect, stop, again and again: does a process server ever miss a stop signal?
 
-    python3 tests/stop_cycles.py [--cycles 500] [--signal TERM] [SERVER ...]
+    python3 bench/stop_cycles.py [--cycles 500] [--signal TERM] [SERVER ...]
 
 Each cycle starts the server (--port 0 -q), connects three clients, echoes once on each,
 sends the signal 0-10 ms later; each client reads to EOF and closes, and the server has up to 5 s
@@ -16,8 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import PROCESS_SERVERS, Server, children_of, exchange  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof  # noqa: E402
 
 
 def cycle(script, signum, folder):
@@ -32,17 +33,17 @@ def cycle(script, signum, folder):
         time.sleep(random.uniform(0, 0.010))
         server.proc.send_signal(signum)
         for sock in clients:  # each gets EOF after its echoes; once they have closed, the server exits
-            try:
-                while sock.recv(65536):
-                    pass
-            except OSError:
-                return "no EOF for a client (a reset or a timeout)"
-            sock.close()
+            with sock:
+                try:
+                    read_to_eof(sock)
+                except OSError:
+                    return "no EOF for a client (a reset or a timeout)"
         status = server.wait(5)
         if status is None:
             return "no exit within 5 s"
-        if status != 0 or children_of(server.pid):
-            return "exit status {}, children {}".format(status, children_of(server.pid))
+        left = not group_gone(server.pid)  # its workers are no longer its children once it has exited
+        if status != 0 or left:
+            return "exit status {}{}".format(status, ", a process left in its group" if left else "")
         return None
     finally:
         server.kill()

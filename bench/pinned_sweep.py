@@ -1,6 +1,6 @@
 """Each server on one core, the client on the other: open-loop knees that are the servers' own.
 
-    python3 tests/pinned_sweep.py [--rates 4000:50000:2000] [--markdown FILE] [--ceiling CMD] [SERVER ...]
+    python3 bench/pinned_sweep.py [--rates 4000:50000:2000] [--markdown FILE] [--ceiling CMD] [SERVER ...]
 
 `client.py --all --scenario pingpong-sweep` lets client and server share the machine's cores,
 so on 2 cores most knees meet where the two together fill both (the client's ceiling there).
@@ -15,14 +15,16 @@ Every wait is bounded; each server is stopped (its process group) whatever happe
 import argparse
 import os
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from helpers import ROOT, SERVERS, TIMEOUT, Server, client_figures, wait_until  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import SERVERS, TIMEOUT, Server, kill_group, wait_until  # noqa: E402
+
+from common import client_figures, table  # noqa: E402
 
 SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
@@ -72,10 +74,7 @@ def sweep_command(command, rates):
                 return {"failed": "its first line was {!r}".format(line)}
             return sweep(int(line.rsplit(":", 1)[1]), rates)
         finally:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
+            kill_group(proc.pid)
             proc.wait()
 
 
@@ -126,23 +125,21 @@ def main():
     except ValueError:
         parser.error("--rates takes A:B:STEP, as client.py --rate does for a sweep")
     scripts = args.servers or [s for s in SERVERS if s not in SLOW]
-    lines = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
-             "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
-                                                             args.rates),
-             "", "| server | knee connections/s | p99 ms at the knee | the next step | client kept its schedule |",
-             "|---|---:|---:|---|---|"]
-    print("\n".join(lines), flush=True)
-    ceiling = None
-    if args.ceiling:
-        r = sweep_command(args.ceiling, args.rates)
-        ceiling = r.get("knee")
-        lines.append(row("the client's ceiling: " + Path(shlex.split(args.ceiling)[0]).name, r))
-        print(lines[-1], flush=True)
-    for script in scripts:
-        lines.append(row(script, sweep_script(script, args.rates), ceiling))
-        print(lines[-1], flush=True)
-    if args.markdown:
-        Path(args.markdown).write_text("\n".join(lines) + "\n")
+    head = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
+            "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
+                                                            args.rates),
+            "", "| server | knee connections/s | p99 ms at the knee | the next step | client kept its schedule |",
+            "|---|---:|---:|---|---|"]
+
+    def rows():
+        ceiling = None
+        if args.ceiling:
+            r = sweep_command(args.ceiling, args.rates)
+            ceiling = r.get("knee")
+            yield row("the client's ceiling: " + Path(shlex.split(args.ceiling)[0]).name, r)
+        for script in scripts:
+            yield row(script, sweep_script(script, args.rates), ceiling)
+    table(head, rows(), args.markdown)
 
 
 if __name__ == "__main__":
