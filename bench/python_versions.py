@@ -1,0 +1,159 @@
+"""What the interpreter changes: messages per server CPU-second of the same server files on several
+Pythons, the same load from the machine's python3, the server pinned to one core and the client to
+the other, runs interleaved.
+
+    python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 \\
+        --python 3.15=chroot:/var/cache/echo-ci/debian-amd64:/usr/bin/python3.15 [--rounds 5] \\
+        [--messages 500000] [--servers echo_epoll.py,...]
+
+LABEL=PATH runs the server as `PATH echo_x.py --port 0 -q`; LABEL=chroot:ROOT:PATH as `chroot ROOT
+PATH /tmp/echo-bench-XXXX/echo_x.py --port 0 -q` (root only; Debian's interpreters are in the root
+.ci/debian_python makes), the file copied into ROOT/tmp/echo-bench-XXXX, removed at the end. Nothing
+is mounted: the servers open only /dev/null (their spare descriptor), a device node debootstrap makes
+in the root; without /proc, glibc's malloc reads no overcommit_memory (0 here: the same behaviour) and
+the interpreter no /proc/self/maps (the main thread's stack bounds); the server is pinned before chroot
+execs it and its CPU time is read from the host's /proc; chroot keeps the host's network namespace, so
+the client reaches it on 127.0.0.1. The load is deadline_cost.py's article-100 (100 clients x 100
+connections x 50 messages of 32 B); --messages 10000 makes it 2 connections a client for a quick check. Servers run with -q, MALLOC_MMAP_THRESHOLD_=131072 and no
+other environment. Each round runs every interpreter, the order rotating; the table gives each
+interpreter's median and the median (and range) of the per-round ratios to the first interpreter.
+Every wait is bounded; each server's process group is killed whatever happens.
+"""
+import argparse
+import contextlib
+import json
+import os
+import platform
+import re
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from common import client_figures, table
+from deadline_cost import CLIENT_CORE, ROOT, SCENARIOS, SERVER_CORE, cpu_ns  # puts tests/ on sys.path
+from helpers import TIMEOUT, kill_group, wait_until
+
+SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
+              "MALLOC_MMAP_THRESHOLD_": "131072"}
+PER_CONNECT = 100 * 50  # article-100's messages per --connects: 100 clients x 50 messages
+BUILD = ("import json, platform, sysconfig; print(json.dumps([platform.python_implementation(), "
+         "platform.python_version(), sysconfig.get_config_var('CONFIG_ARGS') or '', "
+         "sysconfig.get_config_var('PY_CFLAGS') or '']))")
+
+
+class Interpreter:
+    def __init__(self, spec, stack):
+        self.label, _, where = spec.partition("=")
+        if where.startswith("chroot:"):
+            _, root, path = where.split(":", 2)
+            self.command = [shutil.which("chroot") or "/usr/sbin/chroot", root, path]
+            self.folder = tempfile.mkdtemp(prefix="echo-bench-", dir=os.path.join(root, "tmp"))
+            self.inside = "/tmp/" + os.path.basename(self.folder)  # the folder as the server sees it
+        else:
+            self.command = [where]
+            self.folder = self.inside = tempfile.mkdtemp(prefix="echo-bench-")
+        stack.callback(shutil.rmtree, self.folder, ignore_errors=True)
+        self.where = where
+
+    def build(self):
+        """'CPython 3.11.7, no PGO/LTO in configure (CONFIG_ARGS: no --enable-optimizations, no --with-lto), -O3',
+        as it reports itself. Debian's changelog says its packages add PGO and LTO outside configure: not shown."""
+        proc = subprocess.run([*self.command, "-c", BUILD], capture_output=True, text=True, timeout=TIMEOUT,
+                              env=SERVER_ENV)
+        if proc.returncode:
+            sys.exit("{}: cannot run {}: {}".format(self.label, self.where, proc.stderr.strip()[-300:]))
+        name, version, config, cflags = json.loads(proc.stdout)
+        flags = ["{}{}".format("" if flag in config else "no ", flag) for flag in ("--enable-optimizations",
+                                                                                  "--with-lto")]
+        levels = re.findall(r"(?<!\S)-O\S*", cflags)
+        built = "optimized" if "--enable-optimizations" in config else "no PGO/LTO in configure"
+        return "{} {}, {} (CONFIG_ARGS: {}), {}".format(name, version, built, ", ".join(flags),
+                                                        levels[-1] if levels else "no -O")
+
+    def run(self, script, flags):
+        """Messages per server CPU-second for one run of client.py flags against the server script."""
+        out, err = Path(self.folder) / "stdout", Path(self.folder) / "stderr"
+        with open(out, "wb") as out_file, open(err, "wb") as err_file:
+            server = subprocess.Popen([*self.command, "{}/{}".format(self.inside, script), "--port", "0", "-q"],
+                                      env=SERVER_ENV, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
+                                      start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CORE}))
+        try:
+            wait_until(lambda: "\n" in out.read_text() or server.poll() is not None)
+            line = out.read_text().split("\n", 1)[0]
+            if not line.startswith("Server Run Port:"):
+                sys.exit("{} {}: no port line: {!r} {!r}".format(self.label, script, line, err.read_text()[-300:]))
+            before = cpu_ns(server.pid)  # chroot execs the interpreter: the same pid
+            client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", line.split(":")[1].strip(),
+                                       "--procs", "1", "--json", *flags], stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True, start_new_session=True,
+                                      preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
+            figures = client_figures(client, timeout=600)
+            used = (cpu_ns(server.pid) - before) / 1e9
+        finally:
+            kill_group(server.pid)
+            server.wait(TIMEOUT)
+        if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
+            sys.exit("{} {}: {}".format(self.label, script, figures.get("failed") or "{} errors, {} of {} messages"
+                                        .format(figures["errors"], figures["messages"], figures["expected"])))
+        return figures["messages"] / used
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--python", action="append", required=True, metavar="LABEL=PATH",
+                        help="an interpreter: PATH or chroot:ROOT:PATH; the first is the one ratios are to")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--messages", type=int, default=500000,
+                        help="messages a run, a multiple of {} (default: %(default)s)".format(PER_CONNECT))
+    parser.add_argument("--servers",
+                        default="echo_epoll.py,echo_selectors.py,echo_asyncio_protocol.py,echo_threadpool.py")
+    parser.add_argument("--markdown", help="also write the table to this file")
+    args = parser.parse_args()
+    if args.messages < PER_CONNECT or args.messages % PER_CONNECT:
+        parser.error("--messages: a multiple of {}".format(PER_CONNECT))
+    flags = list(SCENARIOS["article-100"])
+    flags[flags.index("--connects") + 1] = str(args.messages // PER_CONNECT)
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(143))  # the finally clauses still run
+    os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # the client's, as in deadline_cost.py
+    with contextlib.ExitStack() as stack:
+        pythons = [Interpreter(spec, stack) for spec in args.python]
+        print("Command: `python3 bench/python_versions.py {}`\n".format(shlex.join(sys.argv[1:])))
+        with open("/proc/cpuinfo") as f:
+            cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
+        print("Machine: {}, {} cores, Linux {}; client: {} {} ({}), `client.py {}`\n".format(
+            cpu.group(1) if cpu else platform.machine(), os.cpu_count(), platform.release(),
+            platform.python_implementation(), platform.python_version(), sys.executable, " ".join(flags)))
+        for python in pythons:
+            print("- {}: {} (`{}`)".format(python.label, python.build(), python.where))
+        print()
+        for python in pythons:
+            for script in args.servers.split(","):
+                shutil.copy(ROOT / script, python.folder)
+        first, others = pythons[0], pythons[1:]
+        head = ["| server | " + " | ".join(["{} (msgs per server CPU-s)".format(first.label)] + [
+                    p.label for p in others] + ["{} / {} (median of rounds, range)".format(p.label, first.label)
+                                                for p in others]) + " |",
+                "|---|" + "---:|" * (2 * len(pythons) - 1)]
+
+        def rows():
+            for script in args.servers.split(","):
+                figures = {python: [] for python in pythons}
+                for round_ in range(args.rounds):
+                    turn = round_ % len(pythons)
+                    for python in pythons[turn:] + pythons[:turn]:
+                        figures[python].append(python.run(script, flags))
+                cells = ["{:,.0f}".format(statistics.median(figures[p])) for p in pythons]
+                for python in others:
+                    ratios = [b / a for a, b in zip(figures[first], figures[python])]
+                    cells.append("{:.3f} ({:.3f}-{:.3f})".format(statistics.median(ratios), min(ratios), max(ratios)))
+                yield "| {} | {} |".format(script, " | ".join(cells))
+        table(head, rows(), args.markdown)
+
+
+if __name__ == "__main__":
+    main()
