@@ -1,10 +1,18 @@
-"""What the benchmarks share beyond tests/helpers.py: a client.py run's figures, and a table printed as it
-is measured."""
+"""What the benchmarks share beyond tests/helpers.py: a client.py run's figures, messages per server
+CPU-second with server and client pinned to a core each, a server file at a git revision, and a table
+printed as it is measured."""
 import json
 import os
 import signal
 import subprocess
+import sys
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+from helpers import group_cpu_seconds  # noqa: E402
+
+SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]  # the server on one, client.py on the other
 
 
 def client_figures(proc, timeout, meanwhile=None):
@@ -26,6 +34,30 @@ def client_figures(proc, timeout, meanwhile=None):
         return json.loads(out)
     except ValueError:
         return {"failed": "client.py printed no figures: " + err.strip()[-200:]}
+
+
+def messages_per_cpu_second(server_pid, port, flags, label):
+    """Run client.py (--procs 1, pinned to CLIENT_CORE) with flags against port; the messages echoed
+    per CPU-second of the server's process group (/proc: utime + stime, threads that have ended
+    included). Any error or lost message ends the benchmark, named by label."""
+    before = group_cpu_seconds(server_pid)
+    client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", "1",
+                               "--json", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
+    figures = client_figures(client, timeout=600)
+    used = group_cpu_seconds(server_pid) - before
+    if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
+        sys.exit("{}: {}".format(label, figures.get("failed") or "{} errors, {} of {} messages".format(
+            figures["errors"], figures["messages"], figures["expected"])))
+    return figures["messages"] / used
+
+
+def file_at(revision, script, folder):
+    """Write the repository's script as it was at revision into folder; return its path."""
+    path = Path(folder) / script
+    path.write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", "{}:{}".format(revision, script)],
+                                    capture_output=True, check=True).stdout)
+    return path
 
 
 def table(head, rows, markdown=None):

@@ -5,36 +5,23 @@ earlier commit, each server pinned to one core and the client to the other, runs
 
 The server runs with -q and MALLOC_MMAP_THRESHOLD_=131072 (the Protocol server's c1k figure moves
 about 3x with glibc's mmap threshold otherwise: RESULTS.md, "Message sizes"); its CPU time is read
-from /proc/PID/stat (10 ms ticks, a few seconds a run; threads that have ended count too). Each round runs before, after
+from /proc (10 ms ticks, a few seconds a run; threads that have ended count too). Each round runs before, after
 (or after, before: the order alternates), and the table gives each side's median and the median
 of the per-round ratios after/before. Every wait is bounded; each server is stopped whatever happens.
 """
 import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import Server  # noqa: E402
-
-SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]
+from common import ROOT, SERVER_CORE, file_at, messages_per_cpu_second  # puts tests/ on sys.path
+from helpers import Server
 SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
     "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],
     "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold",
             "--connect-pace", "20000"],
 }
-
-
-def cpu_ns(pid):
-    """The process's CPU time, threads that have ended included (/proc/PID/stat's utime + stime)."""
-    with open("/proc/{}/stat".format(pid)) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK")
 
 
 def run(source, scenario):
@@ -45,18 +32,10 @@ def run(source, scenario):
         server = Server(script.name, folder, ["-q"], prelude=env_prelude, source=source)
         try:
             server.wait_for_port()
-            before = cpu_ns(server.pid)
-            proc = subprocess.run([sys.executable, str(ROOT / "client.py"), "--port", str(server.port), "--procs", "1",
-                                   "--json", *SCENARIOS[scenario]], capture_output=True, text=True, timeout=300,
-                                  preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
-            used = (cpu_ns(server.pid) - before) / 1e9
+            return messages_per_cpu_second(server.pid, server.port, SCENARIOS[scenario],
+                                           "{} {}".format(source, scenario))
         finally:
             server.kill()
-    figures = json.loads(proc.stdout)
-    if figures["errors"] or figures["messages"] != figures["expected"]:
-        sys.exit("{} {}: {} errors, {} of {} messages".format(source, scenario, figures["errors"],
-                                                              figures["messages"], figures["expected"]))
-    return figures["messages"] / used
 
 
 def main():
@@ -71,12 +50,11 @@ def main():
     print("|---|---|---:|---:|---:|")
     with tempfile.TemporaryDirectory() as old:
         for script in args.servers.split(","):
-            (Path(old) / script).write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", "{}:{}".format(
-                args.before, script)], capture_output=True, check=True).stdout)
+            earlier = file_at(args.before, script, old)
             for scenario in args.scenarios.split(","):
                 before, after = [], []
                 for round_ in range(args.rounds):
-                    order = [(before, Path(old) / script), (after, ROOT / script)]
+                    order = [(before, earlier), (after, ROOT / script)]
                     for figures, source in order if round_ % 2 == 0 else order[::-1]:
                         figures.append(run(source, scenario))
                 ratios = [a / b for a, b in zip(after, before)]

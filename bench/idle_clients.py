@@ -12,16 +12,13 @@ stopped whatever happens.
 """
 import argparse
 import socket
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import SERVERS, Server  # noqa: E402
+from common import ROOT, file_at  # puts tests/ on sys.path
+from helpers import SERVERS, Server
 
 
 def echoed(port, wait):
@@ -83,10 +80,9 @@ def main():
     print("|---|---:|---|---:|---|---|")
     with tempfile.TemporaryDirectory() as old:
         for script in args.servers:
-            (Path(old) / script).write_bytes(subprocess.run(["git", "-C", str(ROOT), "show", "{}:{}".format(
-                args.before, script)], capture_output=True, check=True).stdout)
             row = [script]
-            for source, flags in ((Path(old) / script, []), (ROOT / script, ["--timeout", str(args.timeout)])):
+            for source, flags in ((file_at(args.before, script, old), []),
+                                  (ROOT / script, ["--timeout", str(args.timeout)])):
                 count, back = deny(source, flags, args.most, args.timeout + 15)
                 row += ["not by {}".format(args.most) if count is None else count,
                         "-" if count is None else "not in {:g} s".format(args.timeout + 15) if back is None

@@ -34,8 +34,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import client_figures, table
-from deadline_cost import CLIENT_CORE, ROOT, SCENARIOS, SERVER_CORE, cpu_ns  # puts tests/ on sys.path
+from common import ROOT, SERVER_CORE, messages_per_cpu_second, table  # puts tests/ on sys.path
+from deadline_cost import SCENARIOS
 from helpers import TIMEOUT, kill_group, wait_until
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -87,20 +87,12 @@ class Interpreter:
             line = out.read_text().split("\n", 1)[0]
             if not line.startswith("Server Run Port:"):
                 sys.exit("{} {}: no port line: {!r} {!r}".format(self.label, script, line, err.read_text()[-300:]))
-            before = cpu_ns(server.pid)  # chroot execs the interpreter: the same pid
-            client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", line.split(":")[1].strip(),
-                                       "--procs", "1", "--json", *flags], stdout=subprocess.PIPE,
-                                      stderr=subprocess.PIPE, text=True, start_new_session=True,
-                                      preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
-            figures = client_figures(client, timeout=600)
-            used = (cpu_ns(server.pid) - before) / 1e9
+            # chroot execs the interpreter: the same pid, which leads the server's process group.
+            return messages_per_cpu_second(server.pid, line.split(":")[1].strip(), flags,
+                                           "{} {}".format(self.label, script))
         finally:
             kill_group(server.pid)
             server.wait(TIMEOUT)
-        if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
-            sys.exit("{} {}: {}".format(self.label, script, figures.get("failed") or "{} errors, {} of {} messages"
-                                        .format(figures["errors"], figures["messages"], figures["expected"])))
-        return figures["messages"] / used
 
 
 def main():
