@@ -76,7 +76,6 @@ def start_worker(server_sock):
     with worker_end:
         pid = fork_worker(worker_loop, server_sock, channel, worker_end)
         if pid:
-            channel.recv(1)  # until its loop runs: stopped before, a worker would drop what it was passed
             channel.setblocking(False)  # a worker that stops reading is passed over, never stalls the acceptor
             channels[pid] = channel
             return True
@@ -90,7 +89,6 @@ def worker_loop(server_sock, channel, worker_end):
         sock.close()  # the acceptor's, not this worker's: it sees EOF when the acceptor is gone
     signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
-    worker_end.send(b"r")  # ready: from here on, a stop takes every connection passed
     selector = selectors.DefaultSelector()
     selector.register(worker_end, selectors.EVENT_READ)
     selector.register(signals, selectors.EVENT_READ)

@@ -46,7 +46,7 @@ LESSON_BUDGET_EXCEPTIONS = {
                                  "chunks the senders hold (send_queue.join()) before it half-closes"),
     "echo_threadpool.py": (126, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop"),
-    "echo_selectors_process.py": (178, "two programs: the acceptor (deal, replace workers, wake on signals) and "
+    "echo_selectors_process.py": (176, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
     "echo_prefork.py": (118, "the lock around accept() and the stop, plus the pool of worker processes it "
@@ -67,7 +67,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_reuseport.py": (172, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
-    "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (200, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over"),
     "echo_fork.py": (129, "a fork per connection, plus the stop every process server shares (finished_children, "
