@@ -22,21 +22,29 @@ BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
-deadline = None  # when the grace ends, once a stop signal came
+stopping = False  # the parent's: True once a stop signal came
+deadline = None  # a child's: when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_loop(server_sock):
-    # A stop makes accept() non-blocking; its handler never raises, so no accepted client is lost.
+    # A stop sets a flag, and its signal's byte ends wait_ready(); its handler never raises, so no
+    # accepted client is lost.
+    wakeup_pipe()
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop_accepting(server_sock))
+        signal.signal(signum, lambda signum, frame: stop_accepting())
+    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
     while True:
         try:
+            if not stopping:  # stopping, accept() takes only the clients already queued
+                wait_ready(server_sock, select.POLLIN)
             new_sock, address = server_sock.accept()
-        except OSError as e:
-            if not server_sock.getblocking():  # stopping, and no client is left in the backlog
+        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
+            if stopping:
                 raise KeyboardInterrupt  # as Ctrl-C did before: main() ends the stop
+            continue
+        except OSError as e:
             shed_connection(server_sock, e)
             continue
         with new_sock:  # closes the parent's copy: the child has its own
@@ -44,8 +52,8 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
-    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
-    sock.settimeout(TIMEOUT or None)
+    # The deadline: recv() and each send() wait at most TIMEOUT s in wait_ready(), never in the call.
+    sock.setblocking(False)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
@@ -56,7 +64,11 @@ def send_recv_loop(sock):
                 if time.monotonic() > deadline:
                     return
                 sock.shutdown(socket.SHUT_WR)
-            data = buffer[:sock.recv_into(buffer)]
+            wait_ready(sock, select.POLLIN, TIMEOUT)
+            try:
+                data = buffer[:sock.recv_into(buffer)]
+            except BlockingIOError:
+                continue  # woken by a signal: a stop is seen above
             connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
@@ -78,7 +90,10 @@ def send_all(sock, data):
     # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
     # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
     while data:
-        data = data[sock.send(data):]  # the article's send() could send only part of it
+        try:
+            data = data[sock.send(data):]  # the article's send() could send only part of it
+        except BlockingIOError:  # no room: wait for some (or a signal)
+            wait_ready(sock, select.POLLOUT, TIMEOUT)
 
 
 def stop():
@@ -119,6 +134,7 @@ def start_worker(server_sock, sock, address):
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
             server_sock.close()
+            wakeup_pipe()  # a pipe of its own: the parent's wakes the parent
             # Logged here, not in the parent: the child could serve a quick client first.
             log("Accept:{}:{}", *address[:2])
             # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
@@ -134,11 +150,12 @@ def start_worker(server_sock, sock, address):
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
 
 
-def stop_accepting(server_sock):
+def stop_accepting():
     # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
     # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
     # stop_children(), which then kills the children at once.
-    server_sock.setblocking(False)
+    global stopping
+    stopping = True
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
@@ -149,6 +166,7 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -293,6 +311,36 @@ def finished_children():
             break  # the others are still running
         ended.append((pid, status, children.pop(pid, ())))
     return ended
+
+
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
+    that watches it ends even when the signal came just before it. A forked child calls it
+    again: a pipe of its own, its parent's closed."""
+    global wakeup_fd
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)  # wait_ready() reads what is there, never waiting
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    parents = signal.set_wakeup_fd(write_end)
+    if wakeup_fd is not None:
+        os.close(wakeup_fd)
+        os.close(parents)
+    wakeup_fd = read_end
+
+
+def wait_ready(sock, events, timeout=None):
+    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came;
+    TimeoutError after timeout seconds (None or 0: no limit). A handler runs between two
+    bytecodes, so a signal that came just before accept() or recv() entered the kernel would
+    be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
+    poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
+    poller.register(sock, events)
+    poller.register(wakeup_fd, select.POLLIN)
+    ready = dict(poller.poll(timeout * 1000 if timeout else None))
+    if not ready:
+        raise TimeoutError
+    if wakeup_fd in ready:
+        os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
 
 
 def stop_children():

@@ -34,36 +34,33 @@ WORKERS = 10  # the article's number of children
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 
 lock_file = None  # the accept lock shared by the workers
-accepting = False  # True while this worker may wait in accept()
 deadline = None  # when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_loop(server_sock):
-    global accepting
-    # A stop sets flags and wakes what waits; its handlers never raise (see stop()).
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop(server_sock))
+    # A stop sets flags, and its signal's byte ends wait_ready(); its handlers never raise (see stop()).
+    wakeup_pipe()
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop())
     signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
+    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     while True:
         log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
             log("Get Lock")
-            accepting = True  # from here on, a stop closes this worker's listening socket: accept() fails
-            # Stopping, a worker takes only the clients already in the backlog: holding the lock, it
-            # finds accept() returns at once when select() says one is there.
-            if deadline and (server_sock.fileno() < 0 or not select.select([server_sock], [], [], 0)[0]):
-                raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
+            if not deadline:  # stopping, a worker takes only the clients already queued
+                wait_ready(server_sock, select.POLLIN)
             new_sock, address = server_sock.accept()
-        except OSError as e:
-            accepting = False  # shed_connection() may wait in select(): not for stop() to close
-            if deadline:  # stop() closed the listening socket
+        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
+            if deadline:
                 raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
+            continue
+        except OSError as e:
             shed_connection(server_sock, e)
             continue
         finally:
-            accepting = False
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
         log("Accept:{}:{}", *address[:2])
@@ -72,8 +69,8 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
-    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
-    sock.settimeout(TIMEOUT or None)
+    # The deadline: recv() and each send() wait at most TIMEOUT s in wait_ready(), never in the call.
+    sock.setblocking(False)
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
@@ -84,7 +81,11 @@ def send_recv_loop(sock):
                 if time.monotonic() > deadline:
                     return
                 sock.shutdown(socket.SHUT_WR)
-            data = buffer[:sock.recv_into(buffer)]
+            wait_ready(sock, select.POLLIN, TIMEOUT)
+            try:
+                data = buffer[:sock.recv_into(buffer)]
+            except BlockingIOError:
+                continue  # woken by a signal: a stop is seen above
             connections[sock] = False
             if not data:  # nothing read is EOF: the client closed its side
                 log("Recv:EOF")
@@ -106,10 +107,13 @@ def send_all(sock, data):
     # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
     # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
     while data:
-        data = data[sock.send(data):]  # the article's send() could send only part of it
+        try:
+            data = data[sock.send(data):]  # the article's send() could send only part of it
+        except BlockingIOError:  # no room: wait for some (or a signal)
+            wait_ready(sock, select.POLLOUT, TIMEOUT)
 
 
-def stop(server_sock):
+def stop():
     # A worker's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
     # is over; a second one changes nothing (the parent acts on a second signal).
     # A handler that raised in the middle of a send() would lose count of what was sent: this one
@@ -119,8 +123,6 @@ def stop(server_sock):
         return
     deadline = time.monotonic() + GRACE
     signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
-    if accepting:  # a retried accept() fails; the other workers and the parent keep their copies
-        server_sock.close()
     cut(socket.SHUT_WR)
 
 
@@ -200,6 +202,7 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -344,6 +347,36 @@ def finished_children():
             break  # the others are still running
         ended.append((pid, status, children.pop(pid, ())))
     return ended
+
+
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
+    that watches it ends even when the signal came just before it. A forked child calls it
+    again: a pipe of its own, its parent's closed."""
+    global wakeup_fd
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)  # wait_ready() reads what is there, never waiting
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    parents = signal.set_wakeup_fd(write_end)
+    if wakeup_fd is not None:
+        os.close(wakeup_fd)
+        os.close(parents)
+    wakeup_fd = read_end
+
+
+def wait_ready(sock, events, timeout=None):
+    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came;
+    TimeoutError after timeout seconds (None or 0: no limit). A handler runs between two
+    bytecodes, so a signal that came just before accept() or recv() entered the kernel would
+    be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
+    poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
+    poller.register(sock, events)
+    poller.register(wakeup_fd, select.POLLIN)
+    ready = dict(poller.poll(timeout * 1000 if timeout else None))
+    if not ready:
+        raise TimeoutError
+    if wakeup_fd in ready:
+        os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
 
 
 def stop_children():

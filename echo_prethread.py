@@ -93,6 +93,7 @@ def send_all(sock, data):
 
 def run_threads(server_sock, workers):
     """Start the threads, then wait for Ctrl-C or SIGTERM and stop them."""
+    wakeup_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop())
     # Daemon threads: a stop need not wait past the grace for clients that stay connected.
@@ -100,8 +101,12 @@ def run_threads(server_sock, workers):
     with contextlib.suppress(KeyboardInterrupt):  # from stop()
         for thread in threads:
             thread.start()
-        while True:  # the main thread only waits, and not in join(): before Python 3.13, join()
-            signal.pause()  # counts the thread it was waiting for as finished once interrupted
+        # The main thread only waits: not in join(), which before Python 3.13 counts the thread it
+        # waited for as finished once interrupted, nor in signal.pause(), which a signal that came
+        # just before it would not end, but for the byte each signal writes to the pipe.
+        while True:
+            select.select([wakeup_fd], [], [])
+            os.read(wakeup_fd, 512)  # emptied; stop() itself runs by the next turn
     # The threads take the clients already in the backlog (each gets EOF at once); then shutting
     # the listening socket wakes the thread waiting in accept() (Linux), and would reset the rest.
     while select.select([server_sock], [], [], 0)[0] and time.monotonic() < deadline:
@@ -153,6 +158,7 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -278,6 +284,21 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
+    that watches it ends even when the signal came just before it. A forked child calls it
+    again: a pipe of its own, its parent's closed."""
+    global wakeup_fd
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)  # wait_ready() reads what is there, never waiting
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    parents = signal.set_wakeup_fd(write_end)
+    if wakeup_fd is not None:
+        os.close(wakeup_fd)
+        os.close(parents)
+    wakeup_fd = read_end
 
 
 def main():

@@ -27,17 +27,24 @@ connections = {}  # each connection served -> True while it waits in recv() for 
 
 
 def accept_loop(server_sock):
-    # A stop makes accept() non-blocking; its handler never raises, so no accepted client is lost.
+    # A stop sets flags, and its signal's byte ends wait_ready(); its handler never raises, so no
+    # accepted client is lost.
+    wakeup_pipe()
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop(server_sock))
+        signal.signal(signum, lambda signum, frame: stop())
+    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
     while True:
         try:
+            if not deadline:  # stopping, accept() takes only the clients already queued
+                wait_ready(server_sock, select.POLLIN)
             new_sock, address = server_sock.accept()
-        except OSError as e:
-            if not server_sock.getblocking():  # stopping, and no client is left in the backlog
+        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
+            if deadline:
                 stop_threads()
                 return
+            continue
+        except OSError as e:
             shed_connection(server_sock, e)
             continue
         start_worker(new_sock, address)  # the thread closes new_sock when its client is done
@@ -100,7 +107,7 @@ def send_recv_thread(sock, address):
         send_recv_loop(sock)
 
 
-def stop(server_sock):
+def stop():
     # The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, then fails, and
     # stop_threads() takes over; a second signal exits at once.
     # A handler that raised in the middle of a send() would lose count of what was sent: this one
@@ -109,7 +116,6 @@ def stop(server_sock):
     if deadline:
         sys.exit(1)
     deadline = time.monotonic() + GRACE
-    server_sock.setblocking(False)  # accept() fails once the backlog is empty
     cut(socket.SHUT_WR)
 
 
@@ -144,6 +150,7 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -269,6 +276,36 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
+    that watches it ends even when the signal came just before it. A forked child calls it
+    again: a pipe of its own, its parent's closed."""
+    global wakeup_fd
+    read_end, write_end = os.pipe()
+    os.set_blocking(read_end, False)  # wait_ready() reads what is there, never waiting
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    parents = signal.set_wakeup_fd(write_end)
+    if wakeup_fd is not None:
+        os.close(wakeup_fd)
+        os.close(parents)
+    wakeup_fd = read_end
+
+
+def wait_ready(sock, events, timeout=None):
+    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came;
+    TimeoutError after timeout seconds (None or 0: no limit). A handler runs between two
+    bytecodes, so a signal that came just before accept() or recv() entered the kernel would
+    be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
+    poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
+    poller.register(sock, events)
+    poller.register(wakeup_fd, select.POLLIN)
+    ready = dict(poller.poll(timeout * 1000 if timeout else None))
+    if not ready:
+        raise TimeoutError
+    if wakeup_fd in ready:
+        os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
 
 
 def main():

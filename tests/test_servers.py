@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from helpers import (POOL_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_gone, port_is_free, read_to_eof,
-                     reset, roundtrip, send_while_reading, wait_for_workers, wait_until)
+from helpers import (POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_gone,
+                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
@@ -180,6 +180,34 @@ def test_signal_with_clients_connected_exits_cleanly(script, signum, start_serve
     assert "Traceback" not in server.stderr()
     assert group_gone(server.pid), "a child process was left behind"
     assert port_is_free(server.port)
+
+
+# The state a stop signal leaves when it comes just before accept() or recv() enters the kernel: its
+# C-level handler has run (here in another thread, as the main thread blocks it), and nothing
+# interrupts the main thread's wait; only the byte the handler writes to the wake-up pipe can end it.
+HANDLED_IN_ANOTHER_THREAD = """
+import signal, threading
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # the stop signals reach this thread
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # and never the main thread
+"""
+
+
+# Not the process servers: their parents take the signals with sigwait(), which another thread that
+# lets them through would defeat; their workers and children wait as echo_simple.py does.
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [s for s in SERVERS if s not in PROCESS_SERVERS])
+@pytest.mark.parametrize("waiting_in", ["accept", "recv"])
+def test_a_stop_signal_that_does_not_interrupt_the_wait_still_stops(script, waiting_in, start_server):
+    server = start_server(script, "-q", prelude=HANDLED_IN_ANOTHER_THREAD)
+    client = server.connect() if waiting_in == "recv" else None
+    if client:
+        assert exchange(client, b"hi") == b"hi"  # served: the server waits for its next chunk
+    server.proc.send_signal(signal.SIGTERM)
+    if client:
+        with client:
+            assert read_to_eof(client) == b"", "the stop half-closes the idle client"
+    assert server.wait() == 0, server.stderr()
+    assert "Traceback" not in server.stderr()
 
 
 @pytest.mark.slow
