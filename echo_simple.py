@@ -66,7 +66,8 @@ def send_recv_loop(sock):
                 if time.monotonic() > deadline:
                     return
                 sock.shutdown(socket.SHUT_WR)
-            wait_ready(sock, select.POLLIN, TIMEOUT)
+            if not wait_ready(sock, select.POLLIN, TIMEOUT):
+                raise TimeoutError
             try:
                 data = buffer[:sock.recv_into(buffer)]
             except BlockingIOError:
@@ -91,11 +92,17 @@ def send_recv_loop(sock):
 def send_all(sock, data):
     # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
     # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    stalled = False
     while data:
         try:
             data = data[sock.send(data):]  # the article's send() could send only part of it
-        except BlockingIOError:  # no room: wait for some (or a signal)
-            wait_ready(sock, select.POLLOUT, TIMEOUT)
+            stalled = False
+        except BlockingIOError:  # no room: wait for some, or a signal
+            if stalled:
+                raise TimeoutError from None
+            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
+            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            stalled = not wait_ready(sock, select.POLLOUT, TIMEOUT)
 
 
 def stop():
@@ -272,18 +279,17 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, events, timeout=None):
-    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came;
-    TimeoutError after timeout seconds (None or 0: no limit). A handler runs between two
+    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came:
+    True; False after timeout seconds (None or 0: no limit). A handler runs between two
     bytecodes, so a signal that came just before accept() or recv() entered the kernel would
     be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
     poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
     poller.register(sock, events)
     poller.register(wakeup_fd, select.POLLIN)
     ready = dict(poller.poll(timeout * 1000 if timeout else None))
-    if not ready:
-        raise TimeoutError
     if wakeup_fd in ready:
         os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
+    return bool(ready)
 
 
 def main():

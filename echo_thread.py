@@ -294,18 +294,17 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, events, timeout=None):
-    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came;
-    TimeoutError after timeout seconds (None or 0: no limit). A handler runs between two
+    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came:
+    True; False after timeout seconds (None or 0: no limit). A handler runs between two
     bytecodes, so a signal that came just before accept() or recv() entered the kernel would
     be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
     poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
     poller.register(sock, events)
     poller.register(wakeup_fd, select.POLLIN)
     ready = dict(poller.poll(timeout * 1000 if timeout else None))
-    if not ready:
-        raise TimeoutError
     if wakeup_fd in ready:
         os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
+    return bool(ready)
 
 
 def main():

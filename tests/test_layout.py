@@ -50,13 +50,15 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_process.py": (176, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
-    "echo_prefork.py": (123, "the lock around accept() and the stop, plus the pool of worker processes it "
+    "echo_fork.py": (102, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
+                          "fork per connection and the parent's own stop (stop_accepting())"),
+    "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
                              "teaches (fork_worker(), run_workers())"),
 }
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (234, "the first event loop: select() with its clock (an OrderedDict of deadlines) and "
+    "echo_select.py": (236, "the first event loop: select() with its clock (an OrderedDict of deadlines) and "
                             "the signal pipe replace the blocking loop, its per-connection stop and its "
                             "wait_ready() on one socket (wakeup_pipe(), wait_ready(): 30 lines)"),
     "echo_select_pool.py": (125, "a pool of sender threads: their queue, the buffers that go round, and each "
@@ -76,10 +78,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
-    "echo_asyncio.py": (265, "the blocking calls become coroutines on one event loop: the accept loop, the "
+    "echo_asyncio.py": (271, "the blocking calls become coroutines on one event loop: the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines)"),
+    "echo_thread.py": (87, "a thread per client, whose waits stay inside recv() and send() (the socket's "
+                           "timeout): only the main thread hears signals, so only its accept() needs "
+                           "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form"),
     "echo_prethread.py": (100, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
                                "listening socket), and a main thread that only waits for the signal pipe: "
                                "echo_thread.py's accept loop and its wait_ready() go"),
