@@ -199,9 +199,13 @@ signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})  # and
 @pytest.mark.parametrize("waiting_in", ["accept", "recv"])
 def test_a_stop_signal_that_does_not_interrupt_the_wait_still_stops(script, waiting_in, start_server):
     server = start_server(script, "-q", prelude=HANDLED_IN_ANOTHER_THREAD)
-    client = server.connect() if waiting_in == "recv" else None
-    if client:
-        assert exchange(client, b"hi") == b"hi"  # served: the server waits for its next chunk
+    client = server.connect()
+    assert exchange(client, b"hi") == b"hi"  # served: the server is up and waits for its next chunk
+    if waiting_in == "accept":
+        client.close()
+        client = None
+        with server.connect() as second:  # served once the first has left: back in accept()
+            assert exchange(second, b"hi") == b"hi"
     server.proc.send_signal(signal.SIGTERM)
     if client:
         with client:
