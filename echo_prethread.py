@@ -292,7 +292,7 @@ def wakeup_pipe():
     again: a pipe of its own, its parent's closed."""
     global wakeup_fd
     read_end, write_end = os.pipe()
-    os.set_blocking(read_end, False)  # wait_ready() reads what is there, never waiting
+    os.set_blocking(read_end, False)  # whoever waits on it empties it, never waiting
     os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
     parents = signal.set_wakeup_fd(write_end)
     if wakeup_fd is not None:
