@@ -44,6 +44,7 @@ async def accept_loop(server_sock):
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
     for signum in STOP_SIGNALS:
         loop.add_signal_handler(signum, on_signal, asyncio.current_task())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     log("Ready For Accept")
     server_sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     try:
@@ -76,6 +77,9 @@ async def accept_loop(server_sock):
     if tasks:  # the others half-close once they have sent what they read
         await asyncio.wait(tasks, timeout=GRACE)
     # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
+    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
+    # SIGTERM back its default action (death by the signal, not exit status 0).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def on_signal(task):
@@ -309,14 +313,17 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
-    the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
+    print the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
-    # even where a shell started the server with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
+    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # them): one that comes as soon as the port line is out waits for it, instead of raising
+    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -332,8 +339,6 @@ def main():
         try:
             # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
             asyncio.run(accept_loop(server_sock))
-        except KeyboardInterrupt:  # a signal before the loop took them over
-            log("Shutdown")
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

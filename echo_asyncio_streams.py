@@ -47,6 +47,7 @@ async def accept_loop(server_sock, backlog):
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
     server = await asyncio.start_server(send_recv, sock=server_sock, limit=BUFSIZE, backlog=backlog)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     log("Ready For Accept")
     try:
         await asyncio.Event().wait()  # serve until cancelled
@@ -62,6 +63,9 @@ async def accept_loop(server_sock, backlog):
     if tasks:  # the others half-close once they have sent what they read
         await asyncio.wait(tasks, timeout=GRACE)
     # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
+    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
+    # SIGTERM back its default action (death by the signal, not exit status 0).
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def on_signal(task):
@@ -274,14 +278,17 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
-    the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
+    print the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
-    # even where a shell started the server with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
+    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # them): one that comes as soon as the port line is out waits for it, instead of raising
+    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -308,8 +315,6 @@ def main():
     with server_sock:
         try:
             asyncio.run(accept_loop(server_sock, args.backlog))
-        except KeyboardInterrupt:  # a signal before the loop took them over
-            log("Shutdown")
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

@@ -31,14 +31,14 @@ INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
 LESSON_BUDGET = 100  # lines of code (not blank, not comment) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
-    "echo_asyncio.py": (117, "the idea plus a deadline per connection (one timer, re-armed from a time stamp "
+    "echo_asyncio.py": (119, "the idea plus a deadline per connection (one timer, re-armed from a time stamp "
                              "per chunk and the kernel's send queue), the stop (a flag, half-close, read and "
                              "drop, a second signal counted even when two come at once), and sock_sendall() "
                              "as a loop of send() whose waits for room are progress"),
-    "echo_asyncio_protocol.py": (101, "callbacks with the Deadline timer, flow control and the stop's future per "
+    "echo_asyncio_protocol.py": (103, "callbacks with the Deadline timer, flow control and the stop's future per "
                                       "connection"),
-    "echo_asyncio_buffered.py": (107, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
-    "echo_selectors.py": (121, "the idea plus a deadline per connection (with a last send() at it) and the stop "
+    "echo_asyncio_buffered.py": (109, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
+    "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
     "echo_reuseport.py": (130, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
     "echo_shared_socket.py": (135, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
@@ -47,10 +47,10 @@ LESSON_BUDGET_EXCEPTIONS = {
                                  "chunks the senders hold (send_queue.join()) before it half-closes"),
     "echo_threadpool.py": (126, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop"),
-    "echo_selectors_process.py": (176, "two programs: the acceptor (deal, replace workers, wake on signals) and "
+    "echo_selectors_process.py": (177, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
-    "echo_fork.py": (102, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
+    "echo_fork.py": (103, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
                           "fork per connection and the parent's own stop (stop_accepting())"),
     "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
                              "teaches (fork_worker(), run_workers())"),
@@ -68,24 +68,24 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors.py": (205, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
-    "echo_reuseport.py": (172, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
-    "echo_selectors_process.py": (200, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over"),
     "echo_fork.py": (136, "a fork per connection, plus the stop every process server shares (finished_children, "
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
-    "echo_asyncio.py": (271, "the blocking calls become coroutines on one event loop: the accept loop, the "
+    "echo_asyncio.py": (274, "the blocking calls become coroutines on one event loop: the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines)"),
     "echo_thread.py": (87, "a thread per client, whose waits stay inside recv() and send() (the socket's "
                            "timeout): only the main thread hears signals, so only its accept() needs "
                            "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form"),
-    "echo_prethread.py": (100, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
+    "echo_prethread.py": (101, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
                                "listening socket), and a main thread that only waits for the signal pipe: "
                                "echo_thread.py's accept loop and its wait_ready() go"),
     "echo_asyncio_streams.py": (110, "asyncio's Server and streams replace the accept loop, send_all() and "
