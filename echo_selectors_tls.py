@@ -1,0 +1,402 @@
+"""Single process, single thread, multiple clients (selectors, non-blocking, TLS).
+
+The one idea: TLS in a non-blocking loop with the stdlib's ssl module. Each accepted
+socket is wrapped without its handshake, which the loop then drives; a TLS call that
+must first read or write (SSLWantReadError, SSLWantWriteError) says which event the
+connection waits for; recv() returns at most one TLS record and keeps the rest where
+select() cannot see it, so pending() is drained; a handshake must end within --timeout
+of the accept, so a client that never finishes it holds nobody; once the last echo
+is out, TLS's own close (close_notify).
+Trade-off: CPU for a handshake per connection and for every byte (asyncio: ssl=).
+Run: python3 echo_selectors_tls.py --cert cert.pem --key key.pem [--port 7777]
+Builds on: echo_selectors.py.
+"""
+import argparse
+import collections
+import errno
+import math
+import os
+import select
+import selectors
+import signal
+import socket
+import ssl
+import sys
+import time
+
+BACKLOG = 256  # the article's backlog; --backlog sets another
+# Less than a TLS record (up to 16 KiB): recv() returns at most one record, and what it leaves
+# waits decrypted in the SSL object, unseen by select(). Reading less keeps that path in use here.
+BUFSIZE = 4096
+LOG_BYTES = 64  # a log line shows at most this much of a chunk
+MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
+ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
+HANDSHAKE_TIMEOUT = 60.0  # with --timeout 0 a handshake still has a limit: asyncio's default
+NO_CERT = ("--cert FILE --key FILE are needed; to try it, make a self-signed pair: openssl req -x509 -newkey ec "
+           "-pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 -subj /CN=localhost "
+           "-addext subjectAltName=DNS:localhost,IP:127.0.0.1 -keyout key.pem -out cert.pem")
+
+
+class Client:
+    """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
+
+    def __init__(self, sock):  # stop: None while served, "sending" its last echoes, then "half-closed"
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, None
+        self.handshaking = True
+
+
+def accept_loop(server_sock):
+    log("Ready For Accept")
+    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
+    signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
+    selector = selectors.DefaultSelector()
+    selector.register(server_sock, selectors.EVENT_READ)
+    selector.register(signals, selectors.EVENT_READ)
+    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
+    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    active = collections.OrderedDict()
+    # fileno -> time of the accept, while the handshake lasts: a total, so bytes that trickle in
+    # do not extend it. Every limit is the same, so the accept order is the order they are due.
+    handshakes = collections.OrderedDict()
+    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
+    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
+    handshake = TIMEOUT or HANDSHAKE_TIMEOUT
+    # due: the earliest moment the oldest connection (or the grace) can be due. Progress only moves that later,
+    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    now, due, grace_end = time.monotonic(), math.inf, math.inf  # the first stop signal sets grace_end
+    while active or handshakes or grace_end == math.inf:  # once stopping, until the last client is closed
+        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace may be due.
+        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
+        ready = selector.select(wait)
+        now = time.monotonic()
+        for key, events in ready:
+            if key.fileobj is server_sock:
+                accept_clients(selector, server_sock, handshakes, now)  # each begins with its handshake
+                due = min(due, now + handshake)  # newcomers are due at now + handshake at the earliest
+            elif key.fileobj == signals:
+                stops = sum(signum in STOP_SIGNALS for signum in os.read(signals, 256))  # two may come at once
+                if not stops:
+                    continue
+                if grace_end < math.inf or stops > 1:
+                    os._exit(1)  # a second signal: at once, whatever is left unsent
+                grace_end = now + GRACE
+                due = min(due, grace_end)
+                stop(selector, server_sock, active, handshakes)
+                break  # what every connection wants has changed: ask select() again
+            elif key.data.handshaking:
+                wanted = send_recv(key.data, events)
+                if not key.data.handshaking:  # done: from now on its deadline is the idle time's
+                    del handshakes[key.fd]
+                    active[key.fd] = now
+                apply_wanted(selector, key, wanted, handshakes if key.data.handshaking else active)
+            else:
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                active[key.fd] = now
+                active.move_to_end(key.fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
+        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
+        if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
+            due = min(close_idle(selector, active, now, idle if now < grace_end else 0),
+                      close_idle(selector, handshakes, now, handshake), grace_end)
+
+
+def accept_clients(selector, server_sock, active, now):
+    """Take the connections waiting in the listen queue. The article took one per
+    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
+    for _ in range(ACCEPTS_PER_WAKEUP):
+        try:
+            new_sock, address = server_sock.accept()
+        except BlockingIOError:
+            return  # the queue is empty
+        except OSError as e:
+            shed_connection(server_sock, e)
+            return
+        new_sock.setblocking(False)
+        selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
+        active[new_sock.fileno()] = now
+        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+
+
+def send_recv(client, events):
+    """Take the handshake a step, read what is ready and send what the kernel takes; return
+    the events the client wants next: read while its buffer has room, write while bytes
+    wait, and what a TLS call asked for. Once the last echo is out: close_notify; if the
+    server stops, then read and drop until the client closes."""
+    sock, fd, tls_wants = client.sock, client.sock.fileno(), 0
+    try:
+        if client.handshaking:  # each step takes what has come and sends what it can
+            sock.do_handshake()
+            client.handshaking = False
+            log("[FD:{}]Handshake:{}", fd, sock.version())
+        while events & selectors.EVENT_READ:
+            try:
+                data = sock.recv(BUFSIZE)
+            except ssl.SSLWantReadError:
+                break  # only part of a record has come: the rest wakes select()
+            except ssl.SSLZeroReturnError:
+                data = b""  # the client's close_notify, after ours (the stop)
+            if not data:  # EOF: send what remains, then close
+                log("[FD:{}]Recv:EOF", fd)
+                client.eof = True
+            elif not client.stop:  # once the server stops, what a client still sends is dropped
+                log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
+                sum(range(WORK))  # --work: the CPU cost of handling a chunk
+                client.outgoing += data
+            if not sock.pending():  # else the rest of the record: select() would never say so
+                break
+        if client.outgoing:
+            # Try at once: usually the kernel takes it all, with no wait for "writable".
+            sent = sock.send(client.outgoing)
+            del client.outgoing[:sent]
+        if (client.stop == "sending" or client.eof) and not client.outgoing and client.stop != "half-closed":
+            close_notify(sock)  # every echo is out: the client reads them, then EOF
+            client.stop = "half-closed"
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as e:  # it must read or write first
+        tls_wants = selectors.EVENT_WRITE if isinstance(e, ssl.SSLWantWriteError) else selectors.EVENT_READ
+    except OSError as e:  # a reset or vanished client ends only its own connection
+        log("[FD:{}]Error:{}", fd, e.strerror)
+        client.eof, client.outgoing = True, bytearray()
+    # A full buffer stops reading (backpressure); so does the stop, until the last echo is out.
+    want_read = not client.eof and len(client.outgoing) < MAX_BUFFER and client.stop != "sending"
+    want_write = bool(client.outgoing)
+    return (selectors.EVENT_READ if want_read else 0) | (selectors.EVENT_WRITE if want_write else 0) | tls_wants
+
+
+def close_notify(sock):
+    """TLS's own close: send close_notify, and do not wait for the client's, which comes later
+    (read and dropped) or never. A client that closed without its own, or reset, cannot take
+    it: TCP's close is all it gets."""
+    try:
+        sock.unwrap()  # returns at once where the client's close_notify came first
+    except ssl.SSLWantWriteError:
+        raise  # no room in the kernel yet: again once writable
+    except OSError:
+        pass  # SSLWantReadError: ours is out. Anything else: the client cannot take it
+
+
+def apply_wanted(selector, key, wanted, active):
+    """The one place that applies what a connection wants next."""
+    if not wanted:  # nothing left to read or to send: the connection is done
+        del active[key.fd]
+        selector.unregister(key.fileobj)
+        key.fileobj.close()
+    elif wanted != key.events:
+        selector.modify(key.fileobj, wanted, key.data)
+
+
+def close_idle(selector, active, now, idle):
+    """Close, with a log line, each connection on which nothing moved for idle seconds;
+    return when the oldest left is due."""
+    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+    expired = []
+    for fd, last in active.items():
+        if last + idle > now:
+            break
+        expired.append(fd)
+    for fd in expired:
+        key = selector.get_key(fd)
+        # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
+        # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
+        unsent = len(key.data.outgoing)
+        wanted = send_recv(key.data, 0) if idle else 0
+        if len(key.data.outgoing) < unsent:
+            active[fd] = now
+            active.move_to_end(fd)
+        else:
+            log("[FD:{}]Timeout", fd)
+            wanted = 0
+        apply_wanted(selector, key, wanted, active)
+    return next(iter(active.values()), math.inf) + idle
+
+
+def stop(selector, server_sock, active, handshakes):
+    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    selector.unregister(server_sock)
+    server_sock.close()
+    for key in [selector.get_key(fd) for fd in handshakes]:
+        apply_wanted(selector, key, 0, handshakes)  # nothing was echoed yet: nothing to lose
+    for key in [selector.get_key(fd) for fd in active]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), active)
+
+
+def tls_listener(server_sock, cert, key):
+    """The listening socket wrapped: accept() returns TLS sockets whose handshake waits for the
+    loop. TLS 1.2 at least, the defaults otherwise. A certificate or key that cannot be loaded
+    is one line and exit status 1."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as e:  # ssl.SSLError is one
+        sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
+    return context.wrap_socket(server_sock, server_side=True, do_handshake_on_connect=False)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+
+def log(fmt, *args):
+    """Print one of the article's log lines, unless -q."""
+    if not QUIET:  # one write per line: lines from several workers do not interleave
+        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def shed_connection(server_sock, error):
+    """accept() failed. Out of descriptors, take a client that is waiting with the
+    spare descriptor and close it: it hears at once, and accept() does not spin on
+    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    EPROTO...) is one log line: accept(2) says to try again."""
+    global spare_fd
+    if error.errno not in (errno.EMFILE, errno.ENFILE):
+        log("Accept:{}: trying again", error.strerror)
+        return
+    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
+    if not select.select([server_sock], [], [], 0)[0]:
+        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
+            select.select([server_sock], [], [])
+        return  # and accept() tries again: descriptors may be free by then
+    os.close(spare_fd)
+    try:
+        server_sock.accept()[0].close()
+        log("Accept:{}: connection shed", error.strerror)
+    except OSError:
+        pass  # the client left before we took it
+    finally:
+        spare_fd = os.open(os.devnull, os.O_RDONLY)
+
+
+def number(low, high):
+    """An argparse type: a whole number from low to high."""
+    def parse(text):
+        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
+            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
+        return int(text)
+    return parse
+
+
+def seconds(text):
+    """An argparse type: seconds, 0 or more, fractions allowed."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 10**6:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
+    return value
+
+
+def argument_parser():
+    """The flags every server takes; a lesson adds its own before parse_args()."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
+                             "to your network (default: %(default)s)")
+    parser.add_argument("--port", type=number(0, 65535), default=7777,
+                        help="TCP port; 0 picks any free one (default: %(default)s)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
+                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
+                             "depends on the interpreter and its build (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
+                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
+                             "(default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+                        help="close a connection on which no byte has moved either way for this long; "
+                             "0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
+                             "a second signal ends the server at once (default: %(default)s)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    return parser
+
+
+def keep_alive(sock):
+    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+    # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
+    idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
+    for option, value in ((idle, KEEPALIVE_IDLE), (getattr(socket, "TCP_KEEPINTVL", None), KEEPALIVE_INTERVAL),
+                          (getattr(socket, "TCP_KEEPCNT", None), KEEPALIVE_COUNT)):
+        if option is not None:  # a platform without it keeps its own default
+            sock.setsockopt(socket.IPPROTO_TCP, option, value)
+
+
+def create_server_socket(host, port, backlog):
+    # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
+    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
+    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    keep_alive(server_sock)  # every accepted connection inherits it
+    server_sock.bind(address)
+    server_sock.listen(backlog)
+    return server_sock
+
+
+def start_listening(args):
+    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
+    the port line. A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
+    # even where a shell started the server with SIGINT ignored.
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.default_int_handler)
+    try:
+        server_sock = create_server_socket(args.host, args.port, args.backlog)
+    except OSError as e:
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+    spare_fd = os.open(os.devnull, os.O_RDONLY)
+    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    return server_sock
+
+
+def signal_pipe():
+    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    so a loop waiting in select() wakes for them. The C-level handler writes it
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
+    signal.set_wakeup_fd(write_end)
+    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    return read_end
+
+
+def main():
+    parser = argument_parser()
+    parser.add_argument("--cert", metavar="FILE", help="the server's certificate chain, PEM (required)")
+    parser.add_argument("--key", metavar="FILE", help="its private key, PEM (required)")
+    args = parser.parse_args()
+    if not (args.cert and args.key):
+        parser.error(NO_CERT)
+    server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
+    with server_sock, tls_listener(server_sock, args.cert, args.key) as server_sock:
+        try:
+            accept_loop(server_sock)
+        except KeyboardInterrupt:
+            log("Shutdown")
+
+
+if __name__ == "__main__":
+    main()
