@@ -5,6 +5,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -19,6 +20,121 @@ PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo
 POOL_SERVERS = PROCESS_SERVERS - {"echo_fork.py"}  # a parent and a pool of worker processes
 SELECT_SERVERS = {"echo_select.py", "echo_select_pool.py"}
 TIMEOUT = 10.0  # the bound on any single wait in the tests
+# Servers that speak only TLS: Server passes them the test certificate, and connect() wraps.
+TLS_SERVERS = {"echo_selectors_tls.py"}
+CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
+
+
+def tls_args(script):
+    """The flags that give a TLS server the test certificate (none for the others)."""
+    return ["--cert", str(CERT), "--key", str(KEY)] if script in TLS_SERVERS else []
+
+
+class TLSClient:
+    """A TLS client on a TCP socket, used as the tests use a TCP one: one thread may send while
+    another reads (exchange() does; an SSLSocket must not be used so: its SSL object is not safe
+    from two threads at once, and crashed here), shutdown(SHUT_WR) is TLS's half-close
+    (close_notify, then reading goes on), and the server's close_notify reads as EOF. The TLS is
+    an ssl.SSLObject on memory buffers: no call of it touches the socket, so none can read the
+    echo that SSLSocket.unwrap() would take as data after close_notify (and fail on). Other
+    methods (settimeout, setsockopt, close...) are the TCP socket's."""
+
+    def __init__(self, sock, context, server_hostname):
+        self.sock, self.lock, self.send_lock = sock, threading.Lock(), threading.Lock()
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_hostname)
+        self.plain, self.eof, self.unsent = bytearray(), False, b""  # decrypted, not yet returned
+        try:
+            while True:
+                try:
+                    self.tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    self._flush()
+                    self._take(self.sock.recv(65536), during_handshake=True)
+        finally:
+            self._flush()  # the last flight, or the alert that says why it failed
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+
+    def _flush(self):
+        """Send what the TLS object wrote (after what a non-blocking send() could not)."""
+        with self.lock:
+            self.unsent += self.outgoing.read()
+        while self.unsent:
+            sent = self.sock.send(self.unsent)  # BlockingIOError on a non-blocking socket: kept
+            self.unsent = self.unsent[sent:]
+
+    def _take(self, data, during_handshake=False):
+        if not data:
+            if during_handshake:
+                raise ConnectionResetError("the server closed during the handshake")
+            self.eof = True  # TCP's EOF without close_notify: EOF all the same here
+        with self.lock:
+            self.incoming.write(data)
+
+    def sendall(self, data):
+        with self.send_lock:
+            with self.lock:
+                self.tls.write(data)
+            self._flush()
+
+    def send(self, data):
+        """All of data is taken (at most 16 KiB); what the kernel could not take waits for the next send()."""
+        data = bytes(data[:16384])
+        with self.send_lock:
+            if self.unsent:
+                self._flush()  # raises BlockingIOError while the kernel has no room: nothing taken
+            with self.lock:
+                self.tls.write(data)
+            try:
+                self._flush()
+            except BlockingIOError:
+                pass
+        return len(data)
+
+    def recv(self, buflen, flags=0):
+        while True:
+            with self.lock:
+                try:
+                    self.plain += self.tls.read(buflen - len(self.plain)) if len(self.plain) < buflen else b""
+                except ssl.SSLWantReadError:
+                    pass
+                except ssl.SSLZeroReturnError:
+                    self.eof = True
+                if self.plain or self.eof:
+                    data, self.plain = bytes(self.plain[:buflen]), self.plain[buflen:]
+                    return data
+            self._take(self.sock.recv(65536))  # waits outside the lock: the sender goes on
+
+    def shutdown(self, how):
+        if how != socket.SHUT_WR:
+            return self.sock.shutdown(how)
+        with self.send_lock:
+            with self.lock:
+                while True:  # first what came: unwrap() must find no echo still to decrypt
+                    try:
+                        self.plain += self.tls.read(65536)
+                    except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                        break
+                try:
+                    self.tls.unwrap()
+                except ssl.SSLWantReadError:
+                    pass  # close_notify is written; the server's comes later
+            self._flush()
+
+
+def tls_wrap(sock, server_hostname="127.0.0.1", cafile=CERT):
+    """sock after a TLS handshake with a server that the test certificate (cafile) vouches for,
+    trusting nothing else (never the system's store: the tests stay hermetic)."""
+    return TLSClient(sock, ssl.create_default_context(cafile=str(cafile)), server_hostname)
 
 
 def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
@@ -78,13 +194,14 @@ class Server:
         wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
         python: the interpreter's own flags (`-X dev`)."""
         self.script = script
+        self.tls = script in TLS_SERVERS or "--cert" in args  # connect() wraps its sockets
         copy = Path(folder) / script
         shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
         self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
         def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
             for which, soft in (rlimits or {}).items():
                 resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
-        command = [str(copy), "--port", "0", *args]
+        command = [str(copy), "--port", "0", *tls_args(script), *args]
         if prelude:  # Python code that patches the standard library, run before the server
             command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
                 prelude, command, str(copy))]
@@ -110,7 +227,8 @@ class Server:
         return self.err_path.read_text(errors="replace")
 
     def connect(self, timeout=TIMEOUT):
-        return socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return tls_wrap(sock) if self.tls else sock
 
     def stop(self, signum=signal.SIGTERM, timeout=TIMEOUT):
         """Send signum; return the exit status, or None if it did not exit in time."""

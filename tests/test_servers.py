@@ -14,13 +14,13 @@ import time
 import pytest
 
 from helpers import (POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_gone,
-                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, wait_for_workers, wait_until)
+                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, tls_args, wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
 
 def run_script(script, *args, timeout=TIMEOUT):
-    return subprocess.run([sys.executable, str(ROOT / script), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, str(ROOT / script), *tls_args(script), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 

@@ -1,0 +1,299 @@
+"""TLS: echo_selectors_tls.py, and the asyncio servers given --cert/--key. Hermetic: the test
+certificate in tests/tls/ (its README has the command that made it) is the only one trusted,
+never the system's store, and every peer is on 127.0.0.1."""
+import os
+import random
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from helpers import (CERT, KEY, ROOT, TIMEOUT, exchange, read_to_eof, reset, roundtrip, send_while_reading,
+                     wait_until)
+
+# Each server that serves TLS, and the flags that make it (echo_selectors_tls.py gets them from Server).
+TLS = {"echo_selectors_tls.py": ()}
+every_tls_server = pytest.mark.parametrize("script", sorted(TLS))
+
+
+def start_tls(start_server, script, *args, **kwargs):
+    return start_server(script, *TLS[script], *args, **kwargs)
+
+
+def run_script(script, *args):
+    return subprocess.run([sys.executable, str(ROOT / script), *args], capture_output=True, text=True,
+                          timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+
+
+def one_line(result):
+    """True when a failed start said so in one line on stderr, without a traceback (on stdout at
+    most the port line: the port is bound before the certificate is read)."""
+    return (result.returncode != 0 and result.stdout in ("", ) + tuple(
+        "Server Run Port:{}\n".format(n) for n in [result.stdout[16:-1]] if n.isdigit())
+        and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr)
+
+
+def client_hello():
+    """The bytes a TLS client sends first, made by an ssl.SSLObject that never touches a socket."""
+    context = ssl.create_default_context(cafile=str(CERT))
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname="localhost")
+    with pytest.raises(ssl.SSLWantReadError):
+        tls.do_handshake()
+    return outgoing.read()
+
+
+def closed_by_server(sock, timeout):
+    """True when the server closed sock (EOF or a reset) within timeout seconds."""
+    sock.settimeout(timeout)
+    try:
+        while sock.recv(65536):
+            pass
+        return True
+    except ConnectionError:
+        return True
+    except OSError:
+        return False
+
+
+def lines_for(server, port):
+    """The server's log lines about the connection from the client's port: its FD's lines from
+    the Accept line that names that port on."""
+    lines, fd = server.stdout().splitlines(), None
+    for line in lines:
+        if fd is None and line.endswith("Accept:127.0.0.1:{}".format(port)):
+            fd = line.split("]")[0] + "]"
+            found = []
+        elif fd is not None and line.startswith(fd):
+            if "Accept:" in line:
+                break  # the descriptor was reused by a later connection
+            found.append(line[len(fd):])
+    return found if fd is not None else None
+
+
+# ---- Starting: the flags and their errors
+
+def test_without_cert_and_key_one_line_says_how_to_make_a_pair():
+    for args in ([], ["--cert", str(CERT)], ["--key", str(KEY)]):
+        result = run_script("echo_selectors_tls.py", "--port", "0", *args)
+        assert one_line(result), result
+        assert "--cert" in result.stderr and "openssl req" in result.stderr
+
+
+@pytest.mark.parametrize("cert, key", [("missing.pem", KEY), (CERT, CERT), (KEY, KEY), (os.devnull, KEY)])
+def test_a_cert_or_key_that_cannot_be_loaded_is_one_line(cert, key):
+    result = run_script("echo_selectors_tls.py", "--port", "0", "--cert", str(cert), "--key", str(key))
+    assert one_line(result), result
+    assert "cannot load" in result.stderr
+
+
+def test_the_port_is_bound_before_the_certificate_is_read():
+    """A port in use reads as in every server, even with a certificate that cannot be loaded."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        result = run_script("echo_selectors_tls.py", "--port", str(holder.getsockname()[1]),
+                            "--cert", "missing.pem", "--key", "missing.pem")
+    assert one_line(result) and "in use" in result.stderr, result
+
+
+# ---- Byte-exact echo over TLS
+
+@pytest.mark.slow
+@every_tls_server
+def test_large_stream_in_one_write_comes_back_exact(script, start_server):
+    server = start_tls(start_server, script, "-q")
+    payload = os.urandom(4 * 1024 * 1024)
+    with server.connect() as sock:
+        echoed = send_while_reading(sock, [payload])  # one sendall() of 4 MiB: 256 full records
+        assert len(echoed) == len(payload) and echoed == payload
+        sock.shutdown(socket.SHUT_WR)  # TLS's half-close: close_notify
+        assert read_to_eof(sock) == b"", "after the client's close_notify the server closes"
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_pipelined_small_messages_come_back_in_order(script, start_server):
+    server = start_tls(start_server, script, "-q")
+    rng = random.Random(26)
+    messages = [bytes([i % 251]) * rng.randint(1, 3000) for i in range(2000)]
+    with server.connect() as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        assert send_while_reading(sock, messages) == b"".join(messages)  # a record per message, none waiting
+
+
+# Sizes that end a read inside a TLS record (4 KiB reads; records of up to 16 KiB): the client then
+# waits, so no new byte wakes the server's select(). A server that leaves the rest of the record in
+# the SSL object (pending()) never sends it.
+MID_RECORD = [4097, 5000, 8191, 12289, 16383, 16384, 16385, 20000, 40000]
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_payloads_that_end_mid_record_come_back_whole(script, start_server):
+    server = start_tls(start_server, script, "-q")
+    with server.connect() as sock:
+        for size in MID_RECORD:
+            payload = os.urandom(size)
+            sock.sendall(payload)  # one record per 16 KiB, then nothing until the echo is back
+            received = bytearray()
+            sock.settimeout(3)
+            while len(received) < size:
+                data = sock.recv(65536)
+                assert data, "EOF after {} of {} bytes".format(len(received), size)
+                received += data
+            assert bytes(received) == payload
+
+
+@pytest.mark.slow
+def test_the_mid_record_test_fails_a_server_that_does_not_drain_pending(start_server, tmp_path):
+    """The test above, against a copy of echo_selectors_tls.py that reads one chunk per event."""
+    source = (ROOT / "echo_selectors_tls.py").read_text()
+    drain = "            if not sock.pending():  # else the rest of the record: select() would never say so\n" \
+            "                break\n"
+    assert source.count(drain) == 1
+    (tmp_path / "undrained.py").write_text(source.replace(drain, "            break\n"))
+    server = start_server("echo_selectors_tls.py", "-q", source=tmp_path / "undrained.py")
+    with server.connect() as sock:
+        sock.sendall(os.urandom(10000))
+        sock.settimeout(1.5)
+        received = bytearray()
+        with pytest.raises(socket.timeout):
+            while len(received) < 10000:
+                received += sock.recv(65536)
+        assert len(received) == 4096, "the first 4 KiB came back, the rest stayed in the SSL object"
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_half_close_over_tls_gets_the_rest_then_close_notify(script, start_server):
+    server = start_tls(start_server, script, "-q")
+    with server.connect() as sock:
+        sock.sendall(b"last words" * 1000)
+        sock.shutdown(socket.SHUT_WR)  # close_notify: TLS 1.3 lets the server go on sending
+        assert read_to_eof(sock) == b"last words" * 1000
+    echoed, closed = roundtrip(server, b"and the next one")
+    assert (echoed, closed) == (b"and the next one", True)
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_many_concurrent_clients(script, start_server):
+    server = start_tls(start_server, script, "-q")
+    results = {}
+
+    def client(n):
+        with server.connect() as sock:
+            for round_ in range(5):
+                message = "client {} round {} ".format(n, round_).encode() * 50
+                results[n, round_] = exchange(sock, message) == message
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(TIMEOUT * 2)
+    assert len(results) == 50 * 5 and all(results.values())
+
+
+# ---- Peers that do not finish the handshake
+
+@pytest.mark.slow
+@every_tls_server
+def test_half_a_client_hello_holds_nobody_and_is_closed_after_the_timeout(script, start_server):
+    server = start_tls(start_server, script, "--timeout", "1")
+    hello = client_hello()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as stuck:
+        stuck.sendall(hello[:len(hello) // 2])  # then silence: a blocking handshake would wait for ever
+        started = time.monotonic()
+        for _ in range(3):
+            with server.connect(timeout=0.9) as other:  # served meanwhile, handshake and all
+                assert exchange(other, b"served") == b"served"
+        assert closed_by_server(stuck, 5), "the half handshake was never closed"
+        took, port = time.monotonic() - started, stuck.getsockname()[1]
+    assert 0.5 < took < 4, "closed {:.1f} s after its half ClientHello, --timeout 1".format(took)
+    assert wait_until(lambda: lines_for(server, port) == ["Timeout"]), lines_for(server, port)
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_a_trickled_handshake_is_cut_by_a_total_not_an_idle_time(script, start_server):
+    """A byte of the ClientHello every 0.3 s keeps an idle timer of 1 s alive for ever; the
+    handshake's limit counts from the accept."""
+    server = start_tls(start_server, script, "-q", "--timeout", "1")
+    hello = client_hello()
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as trickler:
+        started, cut = time.monotonic(), False
+        for byte in hello[:20]:
+            try:
+                trickler.sendall(bytes([byte]))
+            except ConnectionError:
+                cut = True
+                break
+            if closed_by_server(trickler, 0.3):
+                cut = True
+                break
+        took = time.monotonic() - started
+    assert cut and took < 3, "still open after {:.1f} s of trickling".format(took)
+
+
+@pytest.mark.slow
+def test_with_timeout_zero_a_handshake_still_has_a_limit(start_server, tmp_path):
+    """--timeout 0: an established client is never cut, a handshake is after HANDSHAKE_TIMEOUT
+    (60 s, asyncio's default; 1 s in this copy)."""
+    source = (ROOT / "echo_selectors_tls.py").read_text()
+    assert source.count("HANDSHAKE_TIMEOUT = 60.0") == 1
+    (tmp_path / "short.py").write_text(source.replace("HANDSHAKE_TIMEOUT = 60.0", "HANDSHAKE_TIMEOUT = 1.0"))
+    server = start_server("echo_selectors_tls.py", "-q", "--timeout", "0", source=tmp_path / "short.py")
+    with server.connect() as idle, socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as stuck:
+        assert exchange(idle, b"a") == b"a"
+        stuck.sendall(client_hello()[:10])
+        assert closed_by_server(stuck, 4), "a handshake with --timeout 0 was never cut"
+        assert exchange(idle, b"b") == b"b", "an established client with --timeout 0 was cut"
+
+
+def reset_mid_handshake(server):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+    sock.sendall(client_hello()[:40])
+    time.sleep(0.2)  # the server has read it and waits for the rest
+    port = sock.getsockname()[1]
+    reset(sock)
+    return port
+
+
+def plain_text(server):
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\nhello in clear text\n")
+        closed_by_server(sock, 5)
+        return sock.getsockname()[1]
+
+
+def distrustful(server):
+    """A client that trusts no certificate at all (an empty store: the tests never use the system's)."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+        port = sock.getsockname()[1]
+        with pytest.raises(ssl.SSLCertVerificationError):
+            context.wrap_socket(sock, server_hostname="127.0.0.1")
+        return port
+
+
+@pytest.mark.slow
+@every_tls_server
+@pytest.mark.parametrize("peer", [reset_mid_handshake, plain_text, distrustful])
+def test_a_failed_handshake_is_one_log_line_and_nobody_else_notices(script, peer, start_server):
+    server = start_tls(start_server, script)
+    with server.connect() as bystander:
+        assert exchange(bystander, b"before") == b"before"
+        port = peer(server)
+        assert wait_until(lambda: lines_for(server, port), timeout=3), "no line for the peer"
+        time.sleep(0.2)  # a second line, if there were one, would be written by now
+        lines = lines_for(server, port)
+        assert len(lines) == 1 and lines[0].startswith("Error:"), lines
+        assert exchange(bystander, b"after") == b"after"
+    assert roundtrip(server, b"and a new client") == (b"and a new client", True)
+    assert server.proc.poll() is None and "Traceback" not in server.stderr() and server.stderr() == ""
