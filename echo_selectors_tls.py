@@ -166,14 +166,15 @@ def send_recv(client, events):
 
 def close_notify(sock):
     """TLS's own close: send close_notify, and do not wait for the client's, which comes later
-    (read and dropped) or never. A client that closed without its own, or reset, cannot take
-    it: TCP's close is all it gets."""
+    (read and dropped) or never. Where it cannot go, or TLS failed after it, TCP's half-close."""
     try:
         sock.unwrap()  # returns at once where the client's close_notify came first
     except ssl.SSLWantWriteError:
         raise  # no room in the kernel yet: again once writable
-    except OSError:
-        pass  # SSLWantReadError: ours is out. Anything else: the client cannot take it
+    except ssl.SSLWantReadError:
+        pass  # ours is out
+    except OSError:  # one that closed or reset; or ours went out, then unwrap() read data (the stop):
+        sock.shutdown(socket.SHUT_WR)  # TCP's half-close, and what comes is read and dropped as bytes
 
 
 def apply_wanted(selector, key, wanted, active):
