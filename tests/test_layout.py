@@ -40,7 +40,7 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_asyncio_buffered.py": (109, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
     "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
-    "echo_selectors_tls.py": (166, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
+    "echo_selectors_tls.py": (167, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
     "echo_reuseport.py": (130, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
@@ -71,7 +71,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors.py": (205, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
-    "echo_selectors_tls.py": (105, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (106, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener() and the --cert/--key flags with their error lines"),
     "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
