@@ -392,9 +392,10 @@ def main():
     if not (args.cert and args.key):
         parser.error(NO_CERT)
     server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
-    with server_sock, tls_listener(server_sock, args.cert, args.key) as server_sock:
+    with server_sock:
         try:
-            accept_loop(server_sock)
+            with tls_listener(server_sock, args.cert, args.key) as server_sock:  # a stop may come as it loads
+                accept_loop(server_sock)
         except KeyboardInterrupt:
             log("Shutdown")
 

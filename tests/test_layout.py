@@ -71,7 +71,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors.py": (205, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
-    "echo_selectors_tls.py": (106, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (107, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener() and the --cert/--key flags with their error lines"),
     "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "

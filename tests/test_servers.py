@@ -14,7 +14,8 @@ import time
 import pytest
 
 from helpers import (POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_gone,
-                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, tls_args, wait_for_workers, wait_until)
+                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, tls_args, tls_wrap,
+                     wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
@@ -387,7 +388,8 @@ def has_ipv6_loopback():
 @pytest.mark.skipif(not has_ipv6_loopback(), reason="this machine has no IPv6 loopback (::1) to listen on")
 def test_ipv6_host_serves_an_echo(script, start_server):
     server = start_server(script, "--host", "::1")
-    with socket.create_connection(("::1", server.port), timeout=TIMEOUT) as sock:
+    sock = socket.create_connection(("::1", server.port), timeout=TIMEOUT)
+    with tls_wrap(sock, "::1") if server.tls else sock as sock:
         assert exchange(sock, b"over IPv6") == b"over IPv6"
     assert wait_until(lambda: "Accept:::1:" in server.stdout()), "the log shows the client's IPv6 address"
 
