@@ -101,18 +101,22 @@ class TLSClient:
         return len(data)
 
     def recv(self, buflen, flags=0):
+        """Up to buflen bytes, as many as have come (a read of the TLS object returns one record)."""
         while True:
             with self.lock:
-                try:
-                    self.plain += self.tls.read(buflen - len(self.plain)) if len(self.plain) < buflen else b""
-                except ssl.SSLWantReadError:
-                    pass
-                except ssl.SSLZeroReturnError:
-                    self.eof = True
+                while len(self.plain) < buflen and not self.eof:
+                    try:
+                        data = self.tls.read(buflen - len(self.plain))
+                    except ssl.SSLWantReadError:
+                        break
+                    except ssl.SSLZeroReturnError:
+                        data = b""
+                    self.plain += data
+                    self.eof = not data
                 if self.plain or self.eof:
                     data, self.plain = bytes(self.plain[:buflen]), self.plain[buflen:]
                     return data
-            self._take(self.sock.recv(65536))  # waits outside the lock: the sender goes on
+            self._take(self.sock.recv(max(buflen, 65536)))  # waits outside the lock: the sender goes on
 
     def shutdown(self, how):
         if how != socket.SHUT_WR:

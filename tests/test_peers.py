@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from helpers import (ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_gone, read_to_eof, roundtrip, settled_fds,
+from helpers import (CERT, ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_gone, read_to_eof, roundtrip, settled_fds,
                      wait_until)
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
@@ -247,8 +247,12 @@ def two_hosts():
 
 
 VANISHING_CLIENT = """
-import socket, sys, time
+import socket, ssl, sys, time
 sock = socket.create_connection(("198.18.0.1", int(sys.argv[1])), timeout=10)
+if sys.argv[2:]:  # a TLS server: trust the test certificate (198.18.0.1 is not one of its names)
+    context = ssl.create_default_context(cafile=sys.argv[2])
+    context.check_hostname = False
+    sock = context.wrap_socket(sock)
 sock.sendall(b"v")
 assert sock.recv(1) == b"v"
 print("echoed", flush=True)
@@ -259,7 +263,8 @@ time.sleep(60)
 def vanish(server, client_ns, client_if):
     """Connect from the client namespace, echo a byte, then delete the client's link mid-connection."""
     client = subprocess.Popen(["ip", "netns", "exec", client_ns, sys.executable, "-c", VANISHING_CLIENT,
-                               str(server.port)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               str(server.port), *([str(CERT)] if server.tls else [])],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         ready = []
         reader = threading.Thread(target=lambda: ready.append(client.stdout.readline()), daemon=True)
