@@ -5,7 +5,7 @@ The long one is a command: python3 bench/soak.py echo_prethread.py --warmup 3000
 import pytest
 
 import soak
-from helpers import SERVERS
+from helpers import SERVERS, TLS_SERVERS
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -19,6 +19,8 @@ MAX_GROWTH_KIB = 1024  # the issue's bound for 9,000 connections, here over 3,00
 
 @pytest.mark.parametrize("script", SERVERS)
 def test_memory_and_descriptors_stay_flat(script):
+    if script in TLS_SERVERS:
+        pytest.skip("soak.py's mixed load speaks raw TCP (resets, pipelined, connect-and-close): not TLS yet")
     result = soak.soak(script, warmup=WARMUP, connections=CONNECTIONS, step=CONNECTIONS,
                        max_growth_kib=MAX_GROWTH_KIB, time_limit=120)
     assert result["passed"], "{}\n{}".format(result["verdict"], "\n".join(
