@@ -49,6 +49,7 @@ def accept_loop(server_sock):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
     selector.register(signals, selectors.EVENT_READ)
@@ -355,14 +356,17 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, make Ctrl-C and SIGTERM end the server, listen, and print
-    the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
+    print the port line. A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both raise KeyboardInterrupt,
-    # even where a shell started the server with SIGINT ignored.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
+    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # them): one that comes as soon as the port line is out waits for it, instead of raising
+    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:

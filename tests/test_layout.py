@@ -40,7 +40,7 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_asyncio_buffered.py": (109, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
     "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
-    "echo_selectors_tls.py": (167, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
+    "echo_selectors_tls.py": (168, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
     "echo_reuseport.py": (130, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
