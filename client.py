@@ -35,6 +35,7 @@ import select
 import shlex
 import signal
 import socket
+import ssl
 import statistics
 import subprocess
 import sys
@@ -45,7 +46,8 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 HERE = Path(__file__).resolve().parent
-ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "other")
+ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "tls",
+               "other")
 # Bounds sized to the work, so that they never fail a correct server. A connect may wait on the
 # kernel's SYN retries (1, 3, 7, 15 s) while a slow acceptor's listen queue is full; an echo may wait
 # behind every other client's --work on one core; a whole run may go no slower than SLOWEST msgs/s.
@@ -73,6 +75,10 @@ IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linu
 # Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
 TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
 TCP_ESTABLISHED = 1
+# Servers that speak only TLS: --all starts them with the test certificate and measures them with
+# --tls, verifying them against it (tests/tls/README: made for the tests, never to serve anything).
+TLS_SERVERS = {"echo_selectors_tls.py"}
+TEST_CERT, TEST_KEY = HERE / "tests" / "tls" / "cert.pem", HERE / "tests" / "tls" / "key.pem"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -93,6 +99,9 @@ class Workload:
     seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
     rate: Optional[float] = None  # open loop: connections a second
     duration: float = 5.0  # open loop: seconds of arrivals
+    tls: bool = False  # TLS on every connection, the server verified against cafile (None: the system's store)
+    cafile: Optional[str] = None
+    resume: bool = False  # TLS: resume the worker's first session (its tickets) instead of full handshakes
 
 
 class Preset(NamedTuple):
@@ -168,7 +177,8 @@ LIMITS = {
 ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
                "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
                "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
-               "deadline": "cut at the run's {budget:g} s bound", "other": "other errors"}
+               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
+               "other": "other errors"}
 
 
 def die(message, status=1):
@@ -188,7 +198,7 @@ class Connection:
     """One TCP connection: what it sent, what has come back, and when. `tag` makes its
     messages its own; `scheduled` is when it was due to start (open loop) or started."""
     __slots__ = ("sock", "fd", "owner", "tag", "connecting", "closing", "seq", "expected", "received", "unsent",
-                 "scheduled", "started", "echo_started", "sent_at", "deadline")
+                 "scheduled", "started", "echo_started", "sent_at", "deadline", "handshake_at")
 
     def __init__(self, owner, tag, scheduled):
         self.owner, self.tag, self.scheduled = owner, tag, scheduled
@@ -230,6 +240,7 @@ class Engine:
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
         self.connect_times = array.array("d")  # each connect: connect() -> connected
         self.connected_at = array.array("d")  # and when it connected
+        self.handshakes = array.array("d")  # TLS (TLSEngine): each handshake, connected -> done
         self.echo_sum, self.messages, self.connections, self.open, self.max_open = 0.0, 0, 0, 0, 0
         self.last_done = None
         self.driver = None
@@ -278,11 +289,16 @@ class Engine:
         self.established(c, now)
 
     def established(self, c, now):
+        """c's TCP connection is up."""
+        self.connect_times.append(now - c.started)
+        self.connected_at.append(now)
+        self.opened(c, now)
+
+    def opened(self, c, now):
+        """c is ready for its messages (with TLS: once its handshake is done)."""
         c.connecting = False
         self.open += 1
         self.max_open = max(self.max_open, self.open)
-        self.connect_times.append(now - c.started)
-        self.connected_at.append(now)
         if self.driver.connected(c, now):
             self.begin(c, now)
 
@@ -309,7 +325,10 @@ class Engine:
             self.poller.modify(c.fd, self.READ | self.WRITE)
 
     def readable(self, c, now):
-        data = c.sock.recv(65536)
+        self.echoed(c, c.sock.recv(65536), now)
+
+    def echoed(self, c, data, now):
+        """What came back, verified; b"" is EOF."""
         if c.closing:
             if data:
                 return self.fail(c, "extra bytes")
@@ -335,6 +354,9 @@ class Engine:
         # All echoed: half-close, and the server must answer with EOF and nothing more.
         self.responses.append(now - c.scheduled)
         c.closing = True
+        self.half_close(c)
+
+    def half_close(self, c):
         c.sock.shutdown(socket.SHUT_WR)
 
     def count(self, why):
@@ -347,6 +369,7 @@ class Engine:
             return
         kind = ("refused" if isinstance(why, ConnectionRefusedError) else
                 "reset" if isinstance(why, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) else
+                "tls" if isinstance(why, ssl.SSLError) else
                 why if isinstance(why, str) else "other")
         self.errors[kind] += 1
 
@@ -415,7 +438,96 @@ class Engine:
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
                 "client_limits": self.client_limits, "last_done": self.last_done,
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes()}
+                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes(),
+                "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
+
+
+class TLSEngine(Engine):
+    """The engine over TLS (--tls): all that TLS changes is here, so the plain engine pays
+    nothing for it. Once TCP is up, the socket is wrapped without its handshake, which the
+    loop drives: while it lasts the connection counts as connecting, and each event goes to
+    connected(), where SSLWantReadError and SSLWantWriteError say which event it waits for.
+    Each connection makes a full handshake, as a new client does, unless --tls-resume."""
+
+    def __init__(self, address, w, server_name):
+        super().__init__(address, w)
+        self.context, self.server_name = tls_context(w.cafile), server_name
+        self.resume, self.session, self.resumed, self.version = w.resume, None, 0, None
+
+    def connected(self, c, now):
+        if isinstance(c.sock, ssl.SSLSocket):  # TCP is up: the handshake goes on
+            return self.handshake(c, now)
+        super().connected(c, now)
+
+    def opened(self, c, now):
+        """TCP is up: the handshake's first step (the ClientHello)."""
+        c.handshake_at = now
+        c.sock = self.context.wrap_socket(c.sock, server_hostname=self.server_name, do_handshake_on_connect=False,
+                                          session=self.session)
+        self.handshake(c, now)
+
+    def handshake(self, c, now):
+        try:
+            c.sock.do_handshake()
+        except ssl.SSLWantReadError:
+            return self.poller.modify(c.fd, self.READ)
+        except ssl.SSLWantWriteError:
+            return self.poller.modify(c.fd, self.WRITE)
+        # Timed now, not from the wake-up: on loopback the server may answer within this call
+        # (woken on this core, it runs first), and the handshake ends in its first step.
+        done = time.perf_counter()
+        self.poller.modify(c.fd, self.READ)
+        self.handshakes.append(done - c.handshake_at)
+        self.resumed += c.sock.session_reused
+        self.version = self.version or "{} {}".format(c.sock.version(), c.sock.cipher()[0])
+        super().opened(c, done)
+
+    def send(self, c):
+        try:
+            super().send(c)
+        except ssl.SSLWantWriteError:  # none of it went: again, the same bytes, once writable
+            self.poller.modify(c.fd, self.READ | self.WRITE)
+
+    def readable(self, c, now):
+        """Every record that has come, decrypted. recv() returns at most one record (16 KiB);
+        what is left in the kernel wakes epoll again, but is read now while the echo is short."""
+        data = b""
+        try:
+            while True:
+                chunk = c.sock.recv(65536)
+                data += chunk
+                if not chunk or c.closing or len(c.received) + len(data) >= self.size:
+                    break
+        except ssl.SSLWantReadError:  # a record not whole yet, or only a session ticket
+            if not data:
+                return
+        except ssl.SSLZeroReturnError:  # the server's close_notify, after ours: EOF
+            pass
+        self.echoed(c, data, now)
+
+    def half_close(self, c):
+        """close_notify, and the server's close_notify (or EOF) must follow, with nothing before it."""
+        if self.resume and not self.session:
+            self.session = c.sock.session  # its tickets came with the echoes
+        try:
+            c.sock.unwrap()  # sends ours, then reads for the server's: not there yet
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
+        except ssl.SSLError as e:
+            if e.reason != "APPLICATION_DATA_AFTER_CLOSE_NOTIFY":
+                raise
+            self.fail(c, "extra bytes")  # data came after the last echo, before the server's close_notify
+
+    def figures(self):
+        return dict(super().figures(), resumed=self.resumed, tls_version=self.version)
+
+
+def tls_context(cafile):
+    """The client's TLS context: the server's certificate verified against cafile, or the system's
+    store, and its name checked against --host. TLS 1.2 at least, the defaults otherwise."""
+    context = ssl.create_default_context(cafile=cafile)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    return context
 
 
 class Client:
@@ -597,11 +709,11 @@ def binds_any(address):
         return False
 
 
-def run_worker(address, share, w, go, barrier, results):
+def run_worker(address, share, w, go, barrier, results, host):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
-    engine = Engine(address, w)
+    engine = TLSEngine(address, w, host) if w.tls else Engine(address, w)
     index, procs = share
     if w.rate:
         driver = OpenLoop(engine, w, index, procs)
@@ -664,7 +776,7 @@ def measure(host, port, w, procs):
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
-                                                          there), daemon=True)
+                                                          there, host), daemon=True)
         worker.start()
         there.close()
         workers.append(worker)
@@ -722,6 +834,17 @@ def counted(parts):
             "client_cpu_s": sum(p["cpu"] for p in parts)}
 
 
+def handshake_figures(parts, seconds):
+    """TLS: the handshakes done, a second over seconds, how many resumed a session, and how long
+    each took, from TCP connected to the handshake done (beside the echo's latency)."""
+    ordered = timings(parts, "handshakes")
+    return {"handshakes": len(ordered), "handshakes_per_s": len(ordered) / seconds if seconds else 0.0,
+            "handshakes_resumed": sum(p["resumed"] for p in parts),
+            "tls_version": next((p["tls_version"] for p in parts if p["tls_version"]), None),
+            "handshake_p50_ms": percentile(ordered, 0.50), "handshake_p99_ms": percentile(ordered, 0.99),
+            "handshake_max_ms": ordered[-1] * 1000 if ordered else None}
+
+
 def combine(parts, w):
     """Closed loop: the article's averages, rates over the run (or its echo phase), latency per message."""
     figures = counted(parts)
@@ -744,6 +867,8 @@ def combine(parts, w):
     # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
     # did not is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
+    if w.tls:  # over the connect phase where the connections are held
+        figures.update(handshake_figures(parts, phases["connect_phase_s"] or wall))
     return dict(figures, **phases, **connects, **{
         "expected": expected,
         "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s, "wall_s": wall,
@@ -807,6 +932,8 @@ def combine_open(parts, w):
     responses = timings(parts, "responses")
     connects = connect_figures(parts, start)
     del connects["connect_rate"]  # the offered rate decides it
+    if w.tls:
+        figures.update(handshake_figures(parts, max(duration, span)))
     return dict(figures, **{
         "offered_rate": rate, "duration_s": duration, "scheduled": round(rate * duration),
         "started": started, "achieved_rate": achieved,
@@ -942,10 +1069,13 @@ class RunningServer:
     all its children can be measured and stopped together."""
 
     def __init__(self, script, work, extra=()):
-        self.name = " ".join([script.name, *extra])
+        self.tls = script.name in TLS_SERVERS
+        self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
         self.pool = "fork_worker" in declared(script)  # a pool of worker processes, measured one by one
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
-        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *extra],
+        cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
+        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert,
+                                      *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
         self.port, self.failed, self.stderr = None, None, None
@@ -964,6 +1094,10 @@ class RunningServer:
 
     def cpu(self):
         return proc_cpu(self.proc.pid)
+
+    def load(self, w):
+        """Workload w as this server is spoken to: over TLS, verified against the test certificate."""
+        return dataclasses.replace(w, tls=True, cafile=str(TEST_CERT)) if self.tls else w
 
     def workers_cpu(self):
         """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
@@ -1076,10 +1210,10 @@ def sweep_one(args, script, extra, label, rates, w):
         if server.failed:
             result = no_sweep(server.name, server.failed)
         else:
-            result = sweep("127.0.0.1", server.port, rates, w, args.procs, server.name, server)
+            result = sweep("127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
     finally:
         server.stop()
-    result.update(scenario=label, rates=rates, workload=w)
+    result.update(scenario=label, rates=rates, workload=server.load(w))
     return result
 
 
@@ -1105,7 +1239,7 @@ def run_all(args, entries):
                     row["failed"] = "exited with status {}".format(server.proc.returncode)
                     continue
                 before, workers_before = server.cpu(), server.workers_cpu()
-                result = measure("127.0.0.1", server.port, load, args.procs)
+                result = measure("127.0.0.1", server.port, server.load(load), args.procs)
                 after, workers_after = server.cpu(), server.workers_cpu()
                 result["server_cpu_s"] = None if before is None else after - before
                 if rep and workers_after is not None:  # each worker's CPU in this run (not the warm-up);
@@ -1139,7 +1273,8 @@ def summarize(row):
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
                 "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open", "connect_rate",
-                "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries"):
+                "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries",
+                *(("handshakes_per_s", "handshake_p50_ms", "handshake_p99_ms") if "handshakes" in runs[0] else ())):
         values = [r[key] for r in runs if r[key] is not None]
         row[key] = statistics.median(values) if values else None
     row["messages"] = runs[0]["messages"]
@@ -1241,6 +1376,7 @@ def report(result, w, procs, out=sys.stdout):
     if r["p50_ms"] is not None:
         print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
             r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
+    tls_lines(r, out)
     print("client CPU {:.2f} s ({:.1f} us a message)".format(
         r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["messages"])), file=out)
     print("errors     " + errors_text(r), file=out)
@@ -1266,10 +1402,23 @@ def report_open(r, w, procs, out=sys.stdout):
         print("connect    p50 {} ms   p99 {} ms   max {} ms; {}; at most {:,} connections open at once".format(
             ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
             retries_text(r["syn_retries"]), r["max_open"]), file=out)
+    tls_lines(r, out)
     print("client CPU {:.2f} s ({:.0f} us a connection)".format(
         r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["started"])), file=out)
     client_side(r, out)
     print("errors     " + errors_text(r), file=out)
+
+
+def tls_lines(r, out):
+    """TLS (--tls): the handshakes, their rate and latency, and whether sessions were resumed."""
+    if "handshakes" not in r:
+        return
+    print("tls        {}: {:,} handshakes, {:,.1f}/s; {}".format(
+        r["tls_version"] or "no handshake", r["handshakes"], r["handshakes_per_s"],
+        "{:,} resumed a session".format(r["handshakes_resumed"]) if r["handshakes_resumed"] else
+        "each a full handshake (no session resumed)"), file=out)
+    print("handshake  p50 {} ms   p99 {} ms   max {} ms   (from TCP connected to the handshake done)".format(
+        *(ms_text(r[k]) for k in ("handshake_p50_ms", "handshake_p99_ms", "handshake_max_ms"))), file=out)
 
 
 def client_side(r, out):
@@ -1789,7 +1938,7 @@ def workload(args, **changes):
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
                  timeout=args.timeout, connect_timeout=args.timeout, budget=args.budget, hold=args.hold,
                  connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration,
-                 seconds=args.seconds)
+                 seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
 
 
@@ -1863,6 +2012,15 @@ def parse_args(argv):
         parser.error("one open-loop sweep at a time")
     if not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg):
         parser.error("--servers, --server-args, --scenario, --markdown and --svg go with --all")
+    if (args.cafile or args.tls_resume) and not args.tls:
+        parser.error("--cafile and --tls-resume go with --tls")
+    if args.all and args.tls:
+        parser.error("--all measures its TLS servers over TLS, the others without: --tls is for one server")
+    if args.cafile:
+        try:
+            tls_context(args.cafile)
+        except OSError as e:  # ssl.SSLError is one
+            parser.error("argument --cafile: cannot load {}: {}".format(args.cafile, e.strerror or e.reason or e))
     return args
 
 
@@ -1905,6 +2063,14 @@ def build_parser():
                             "TIME_WAIT ports reused after a second)")
     group.add_argument("--duration", type=number(0.1, 3600, float), default=5.0,
                        help="seconds of arrivals at each rate")
+    group = parser.add_argument_group("TLS")
+    group.add_argument("--tls", action="store_true",
+                       help="speak TLS, verifying the server's certificate and its name (--host); reports the "
+                            "handshakes: a second, p50/p99. Each connection makes a full handshake")
+    group.add_argument("--cafile", metavar="FILE",
+                       help="the CA certificates to verify the server against; None: the system's store")
+    group.add_argument("--tls-resume", action="store_true",
+                       help="resume each worker's first session (TLS 1.3 tickets) instead of full handshakes")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
     group = parser.add_argument_group("measuring every server (--all)")
     group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
@@ -1951,6 +2117,19 @@ def open_loop(args):
     return 0 if not result["errors"] and not lost else 1
 
 
+def check_tls(sock, args):
+    """One handshake before the load: a server that cannot be verified is one line, not a run of errors."""
+    where = "{}:{}".format(args.host, args.port)
+    try:
+        tls_context(args.cafile).wrap_socket(sock, server_hostname=args.host).close()
+    except ssl.SSLCertVerificationError as e:
+        die("TLS: cannot verify {}: {} ({})".format(where, e.verify_message, "against --cafile " + args.cafile
+                                                     if args.cafile else "against the system's store; give its CA "
+                                                     "with --cafile"))
+    except OSError as e:  # ssl.SSLError is one
+        die("TLS: no handshake with {}: {}".format(where, e.strerror or e.reason or e))
+
+
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
     entries = server_entries(args)
@@ -1971,9 +2150,12 @@ def main(argv=None):
         if args.all:
             return run_every_server(args)
         try:  # nothing listening is one clear line, not a page of errors
-            socket.create_connection((args.host, args.port), timeout=args.timeout).close()
+            probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
         except OSError as e:
             die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+        with probe:
+            if args.tls:
+                check_tls(probe, args)
         if args.rate is not None:
             return open_loop(args)
         w = workload(args, budget=None)
