@@ -13,6 +13,7 @@ not the bottleneck.
   python3 client.py --all                       start every echo_*.py here and rank them
   python3 client.py --all --scenario article-100,c10k --markdown results.md --svg results.svg
   python3 client.py --port 7777 --rate 2000     open loop: 2,000 new connections a second
+  python3 client.py --port 7777 --tls --cafile cert.pem     over TLS, with the handshake's figures
   python3 client.py --all --scenario pingpong-sweep --svg openloop.svg    every server's knee
 """
 import argparse
@@ -46,8 +47,8 @@ from pathlib import Path
 from typing import NamedTuple, Optional
 
 HERE = Path(__file__).resolve().parent
-ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline", "tls",
-               "other")
+ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline",
+               "tls", "other")
 # Bounds sized to the work, so that they never fail a correct server. A connect may wait on the
 # kernel's SYN retries (1, 3, 7, 15 s) while a slow acceptor's listen queue is full; an echo may wait
 # behind every other client's --work on one core; a whole run may go no slower than SLOWEST msgs/s.
@@ -75,6 +76,7 @@ IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linu
 # Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
 TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
 TCP_ESTABLISHED = 1
+TLS_RECORD = 16384  # the most plaintext one TLS record carries
 # Servers that speak only TLS: --all starts them with the test certificate and measures them with
 # --tls, verifying them against it (tests/tls/README: made for the tests, never to serve anything).
 TLS_SERVERS = {"echo_selectors_tls.py"}
@@ -325,10 +327,7 @@ class Engine:
             self.poller.modify(c.fd, self.READ | self.WRITE)
 
     def readable(self, c, now):
-        self.echoed(c, c.sock.recv(65536), now)
-
-    def echoed(self, c, data, now):
-        """What came back, verified; b"" is EOF."""
+        data = c.sock.recv(65536)
         if c.closing:
             if data:
                 return self.fail(c, "extra bytes")
@@ -354,9 +353,6 @@ class Engine:
         # All echoed: half-close, and the server must answer with EOF and nothing more.
         self.responses.append(now - c.scheduled)
         c.closing = True
-        self.half_close(c)
-
-    def half_close(self, c):
         c.sock.shutdown(socket.SHUT_WR)
 
     def count(self, why):
@@ -443,15 +439,16 @@ class Engine:
 
 
 class TLSEngine(Engine):
-    """The engine over TLS (--tls): all that TLS changes is here, so the plain engine pays
-    nothing for it. Once TCP is up, the socket is wrapped without its handshake, which the
-    loop drives: while it lasts the connection counts as connecting, and each event goes to
-    connected(), where SSLWantReadError and SSLWantWriteError say which event it waits for.
-    Each connection makes a full handshake, as a new client does, unless --tls-resume."""
+    """The engine over TLS (--tls): all that TLS changes is here and in TLSSocket, so the plain
+    engine pays nothing for it. Once TCP is up, the socket is wrapped without its handshake,
+    which the loop drives: while it lasts the connection counts as connecting, and each event
+    goes to connected(), where SSLWantReadError and SSLWantWriteError say which event it waits
+    for. Each connection makes a full handshake, as a new client does, unless --tls-resume."""
 
     def __init__(self, address, w, server_name):
         super().__init__(address, w)
         self.context, self.server_name = tls_context(w.cafile), server_name
+        self.context.sslsocket_class = TLSSocket
         self.resume, self.session, self.resumed, self.version = w.resume, None, 0, None
 
     def connected(self, c, now):
@@ -489,37 +486,50 @@ class TLSEngine(Engine):
             self.poller.modify(c.fd, self.READ | self.WRITE)
 
     def readable(self, c, now):
-        """Every record that has come, decrypted. recv() returns at most one record (16 KiB);
-        what is left in the kernel wakes epoll again, but is read now while the echo is short."""
-        data = b""
         try:
-            while True:
-                chunk = c.sock.recv(65536)
-                data += chunk
-                if not chunk or c.closing or len(c.received) + len(data) >= self.size:
-                    break
-        except ssl.SSLWantReadError:  # a record not whole yet, or only a session ticket
-            if not data:
-                return
-        except ssl.SSLZeroReturnError:  # the server's close_notify, after ours: EOF
-            pass
-        self.echoed(c, data, now)
-
-    def half_close(self, c):
-        """close_notify, and the server's close_notify (or EOF) must follow, with nothing before it."""
-        if self.resume and not self.session:
-            self.session = c.sock.session  # its tickets came with the echoes
-        try:
-            c.sock.unwrap()  # sends ours, then reads for the server's: not there yet
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
-            pass
-        except ssl.SSLError as e:
+            super().readable(c, now)
+        except ssl.SSLWantReadError:
+            return  # no whole record yet, or only a session ticket: wait for more
+        except ssl.SSLError as e:  # our close_notify's unwrap() read data the server sent after the last echo
             if e.reason != "APPLICATION_DATA_AFTER_CLOSE_NOTIFY":
                 raise
-            self.fail(c, "extra bytes")  # data came after the last echo, before the server's close_notify
+            return self.fail(c, "extra bytes", now)
+        if c.closing and self.resume and not self.session:
+            self.session = c.sock.session  # its tickets came with the echoes
 
     def figures(self):
         return dict(super().figures(), resumed=self.resumed, tls_version=self.version)
+
+
+class TLSSocket(ssl.SSLSocket):
+    """The SSLSocket the TLS engine's connections use: recv() and shutdown() as the engine uses
+    a TCP socket's."""
+
+    def recv(self, buflen=1024, flags=0):
+        """What has come, decrypted; b"" at EOF, the server's close_notify included (after ours
+        it raises SSLZeroReturnError). Each recv() returns one record at most (16 KiB): while the
+        last was full, more of a long echo may have come, so read on (the rest wakes epoll).
+        Nothing stays decrypted in the SSL object, which epoll cannot see: a record fits in 64
+        KiB (pending() is 0, checked all the same)."""
+        try:
+            data = chunk = super().recv(65536)
+        except ssl.SSLZeroReturnError:
+            return b""
+        while len(chunk) == TLS_RECORD or self.pending():
+            try:
+                chunk = super().recv(65536)
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                break  # EOF is read again at the next wake-up
+            data += chunk
+        return data
+
+    def shutdown(self, how):
+        """TLS's half-close: close_notify. unwrap() sends ours, then reads for the server's, which
+        cannot have come yet; a recv() reads it later as EOF."""
+        try:
+            self.unwrap()
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+            pass
 
 
 def tls_context(cafile):

@@ -1,4 +1,5 @@
 import socketserver
+import ssl
 import sys
 import tempfile
 import threading
@@ -6,7 +7,7 @@ import time
 
 import pytest
 
-from helpers import ROOT, Server, started_and_stopped
+from helpers import CERT, KEY, ROOT, Server, started_and_stopped
 
 
 @pytest.fixture
@@ -46,13 +47,30 @@ class Echo(socketserver.BaseRequestHandler):
                 data += b"!"
             elif fault == "close" and seen == 3:
                 return
+            elif fault == "trailing" and seen == 7:  # the last of WORKLOAD's messages, then a byte apart
+                self.request.sendall(data)
+                data = b"!"
             elif fault == "delay":
                 time.sleep(0.05)
             self.request.sendall(data)
 
 
-def threaded_echo_server(fault=None):
-    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Echo)
+class TLSEchoServer(socketserver.ThreadingTCPServer):
+    """The same over TLS with the test certificate: each handshake in its connection's thread (its
+    first recv()), and no close_notify at the end (a TCP close, which a TLS client reads as EOF)."""
+
+    def __init__(self, address, handler):
+        super().__init__(address, handler)
+        self.context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.context.load_cert_chain(str(CERT), str(KEY))
+
+    def get_request(self):
+        sock, address = super().get_request()
+        return self.context.wrap_socket(sock, server_side=True, do_handshake_on_connect=False), address
+
+
+def threaded_echo_server(fault=None, tls=False):
+    server = (TLSEchoServer if tls else socketserver.ThreadingTCPServer)(("127.0.0.1", 0), Echo)
     server.daemon_threads = True
     server.fault = fault
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -66,5 +84,5 @@ def stop_echo_server(server):
 
 @pytest.fixture
 def echo_server():
-    """echo_server(fault) -> port of a threaded echo server with that fault (None: a correct one)."""
+    """echo_server(fault, tls=False) -> port of a threaded echo server with that fault (None: a correct one)."""
     yield from started_and_stopped(threaded_echo_server, stop_echo_server, ready=lambda server: server.server_address[1])

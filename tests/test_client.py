@@ -10,8 +10,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import (ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, python_with_client, started_and_stopped,
-                     steady)
+from helpers import (CERT, ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, python_with_client,
+                     started_and_stopped, steady)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
@@ -63,7 +63,9 @@ def test_nothing_listening_is_one_clear_line():
 
 
 @pytest.mark.parametrize("args", [["--clients", "0"], ["--size", "-5"], ["--messages", "many"],
-                                  ["--all", "--scenario", "nope"], ["--servers", "epoll"], ["--port", "0"]])
+                                  ["--all", "--scenario", "nope"], ["--servers", "epoll"], ["--port", "0"],
+                                  ["--cafile", str(CERT)], ["--tls-resume"], ["--all", "--tls"],
+                                  ["--tls", "--cafile", "/nonexistent/ca.pem"], ["--tls", "--cafile", __file__]])
 def test_bad_arguments_are_one_clear_line(args):
     result = client(*args)
     assert result.returncode == 2
@@ -353,3 +355,64 @@ def test_connections_to_the_loopback_take_their_source_addresses_in_turn(countin
     assert client_json("--port", str(server.port), "--clients", "8", "--connects", "4", "--messages", "1",
                        "--procs", "1")[0]["errors"] == 0
     assert server.peers == {"127.0.0.%d" % n for n in range(1, 17)}
+
+
+# ---- TLS (--tls): hermetic, the test certificate alone is trusted (tests/tls/README)
+
+TLS = ["--tls", "--cafile", str(CERT)]
+
+
+@pytest.mark.slow
+def test_tls_in_closed_and_open_loop_reports_the_handshakes(start_server):
+    port = str(start_server("echo_selectors_tls.py", "-q").port)
+    figures, _ = client_json("--port", port, *TLS, *WORKLOAD)
+    assert figures["errors"] == 0 and figures["messages"] == 3 * 2 * 7 and figures["connections"] == 6
+    assert figures["handshakes"] == 6 and figures["handshakes_resumed"] == 0, "a full handshake each by default"
+    assert figures["handshakes_per_s"] > 0 and figures["tls_version"].startswith("TLSv1.")
+    assert 0 < figures["handshake_p50_ms"] <= figures["handshake_p99_ms"] <= figures["handshake_max_ms"]
+    figures, _ = client_json("--port", port, *TLS, "--rate", "100", "--duration", "0.5", "--messages", "3")
+    assert figures["errors"] == 0 and figures["connections"] == figures["handshakes"] == 50
+    assert figures["messages"] == 150 and 0 < figures["handshake_p50_ms"] <= figures["handshake_p99_ms"]
+    # The name checked is --host's: the certificate names localhost too.
+    text = client("--host", "localhost", "--port", port, *TLS, "--clients", "2", "--connects", "2").stdout
+    assert "errors     0" in text and "50 handshakes" not in text and "4 handshakes" in text, text
+    assert "each a full handshake" in text and "handshake  p50" in text
+
+
+@pytest.mark.slow
+def test_tls_resume_resumes_the_first_session(start_server):
+    port = str(start_server("echo_selectors_tls.py", "-q").port)
+    figures, _ = client_json("--port", port, *TLS, "--tls-resume", "--clients", "1", "--connects", "4", "--procs",
+                             "1", "--messages", "2")
+    assert figures["errors"] == 0 and figures["handshakes"] == 4 and figures["handshakes_resumed"] == 3
+
+
+@pytest.mark.slow
+def test_tls_that_cannot_be_verified_is_one_line(start_server, tmp_path, monkeypatch):
+    """Without --cafile the system's store is used: made empty here (SSL_CERT_FILE, SSL_CERT_DIR), so
+    the test trusts nothing of the machine's, and the self-signed server cannot be verified."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "none.pem"))
+    monkeypatch.setenv("SSL_CERT_DIR", str(tmp_path))
+    port = str(start_server("echo_selectors_tls.py", "-q").port)
+    for args in (["--tls"], ["--tls", "--rate", "10", "--duration", "0.5"]):
+        result = client("--port", port, *args)
+        assert result.returncode != 0 and result.stdout == "", result
+        assert result.stderr.count("\n") == 1 and "cannot verify" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
+                                         ("close", "closed early"), ("trailing", "extra bytes")])
+def test_every_fault_over_tls_is_counted_and_fails_the_run(echo_server, fault, kind):
+    result = client("--port", str(echo_server(fault, tls=True)), *TLS, *WORKLOAD, "--timeout", "1", "--json")
+    assert result.returncode != 0 and "Traceback" not in result.stderr, result.stderr
+    figures = json.loads(result.stdout)
+    assert figures["errors"] > 0 and figures["error_kinds"].get(kind), figures["error_kinds"]
+    assert figures["messages"] < 3 * 2 * 7 or fault == "trailing"
+
+
+@pytest.mark.slow
+def test_plain_run_has_no_tls_figures(echo_server):
+    figures, _ = client_json("--port", str(echo_server()), *WORKLOAD)
+    assert figures["errors"] == 0 and not any("handshake" in key for key in figures)
+    assert "handshake" not in client("--port", str(echo_server()), *WORKLOAD).stdout
