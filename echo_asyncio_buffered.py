@@ -146,6 +146,7 @@ class EchoProtocol(asyncio.BufferedProtocol):
         return False  # the transport sends what remains, then closes
 
     def connection_lost(self, exc):
+        self.transport.abort()  # gone already; but 3.10's TLS transport, closed by the client, would warn
         connections.discard(self)
         self.deadline.cancel()
         self.closed.set_result(None)

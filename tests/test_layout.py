@@ -37,9 +37,10 @@ LESSON_BUDGET_EXCEPTIONS = {
                              "as a loop of send() whose waits for room are progress"),
     "echo_asyncio_streams.py": (104, "the idea plus the optional TLS of --cert (ssl= with its handshake limit, and "
                                      "half_close(), as asyncio has no half-close for TLS: 10 lines)"),
-    "echo_asyncio_protocol.py": (113, "callbacks with the Deadline timer, flow control and the stop's future per "
-                                      "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines)"),
-    "echo_asyncio_buffered.py": (119, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
+    "echo_asyncio_protocol.py": (114, "callbacks with the Deadline timer, flow control and the stop's future per "
+                                      "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines), "
+                                      "plus connection_lost()'s abort() for Python 3.10's TLS transport"),
+    "echo_asyncio_buffered.py": (120, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
     "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
     "echo_selectors_tls.py": (160, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
@@ -100,7 +101,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_asyncio_streams.py": (142, "asyncio's Server and streams replace the accept loop, send_all() and "
                                      "ready(), and the Server's own accept needs on_loop_error(); the optional TLS "
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines)"),
-    "echo_asyncio_protocol.py": (126, "the coroutine per client becomes a Protocol's callbacks (every per-client "
+    "echo_asyncio_protocol.py": (127, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in"),
 }
 

@@ -15,6 +15,8 @@ import pytest
 
 from helpers import (CERT, KEY, ROOT, TIMEOUT, exchange, read_to_eof, reset, roundtrip, send_while_reading,
                      steady, wait_until)
+import test_dev_mode
+import test_peers
 from test_peers import PATTERN, is_prefix, push_until_stalled
 
 # Each server that serves TLS, and the flags that make it (echo_selectors_tls.py gets them from Server;
@@ -284,6 +286,29 @@ def test_a_stop_with_a_client_that_pushed_without_reading(script, start_server, 
         assert received and is_prefix(received), "{} bytes back of {}, not a prefix".format(len(received), sent)
     assert server.wait(5) == 0, server.stderr()
     assert server.stderr() == ""
+
+
+# ---- Other suites' tests, over TLS
+
+def with_tls(start_server):
+    """start_server as another suite's test calls it, each server given its TLS flags."""
+    return lambda script, *args, **kwargs: start_tls(start_server, script, *args, **kwargs)
+
+
+@pytest.mark.slow
+@every_tls_server
+@pytest.mark.parametrize("test", [test_peers.test_a_slow_client_is_never_cut,
+                                  test_peers.test_a_client_that_never_reads_is_freed],
+                         ids=lambda test: test.__name__)
+def test_the_deadline_over_tls(script, test, start_server):
+    """The Deadline's progress over TLS: the bytes the SSL transport holds (held()) and the kernel's."""
+    test(script, with_tls(start_server))
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_clean_in_development_mode_over_tls(script, start_server):
+    test_dev_mode.test_clean_in_development_mode(script, signal.SIGTERM, with_tls(start_server))
 
 
 # ---- Peers that do not finish the handshake
