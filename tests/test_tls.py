@@ -251,16 +251,18 @@ def tcp_queues(local_port, remote_port):
 @pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's /proc/net/tcp")
 @every_tls_server
 def test_a_stop_sends_every_echo_then_close_notify(script, start_server):
-    """A client mid-stream: it sent 256 KiB, the server read them all and holds echoes the client
-    has not read yet. After SIGTERM it reads every byte, then close_notify (EOF), never a reset, and
-    the server exits 0 once the client has closed."""
+    """A client mid-stream: it sent 128 KiB, the server read them all and holds echoes the client
+    has not read yet (so little that the server never stops reading, which would leave data unread
+    at its close_notify: the next test). After SIGTERM the client reads every byte, then
+    close_notify (EOF), never a reset, and the server exits 0 once the client has closed."""
     server = start_tls(start_server, script, "-q", "--grace", "10")
-    payload = PATTERN[:256 * 1024]
+    payload = PATTERN[:128 * 1024]
     with server.connect() as sock:
         sock.sendall(payload)  # not a byte read back yet
         ends = sock.getsockname()[1], server.port
         assert steady(lambda: (tcp_queues(*ends)[0], tcp_queues(*ends[::-1])[1])) == (0, 0), \
             "the server never read all that was sent"
+        assert tcp_queues(*ends[::-1])[0] > 0, "the server holds no echo: the client's socket took them all"
         os.kill(server.pid, signal.SIGTERM)
         received = read_to_eof(sock)  # a ConnectionResetError here is the bug
         assert len(received) == len(payload) and received == payload
@@ -306,9 +308,27 @@ def test_the_deadline_over_tls(script, test, start_server):
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/net/tcp"), reason="reads Linux's /proc/net/tcp")
 @every_tls_server
 def test_clean_in_development_mode_over_tls(script, start_server):
-    test_dev_mode.test_clean_in_development_mode(script, signal.SIGTERM, with_tls(start_server))
+    """test_dev_mode's check, except that the stop waits until the server has read what the
+    streaming client sent (asyncio resets a TLS client whose data comes after its close_notify:
+    test_a_stop_with_a_client_that_pushed_without_reading)."""
+    server = start_tls(start_server, script, python=test_dev_mode.DEV)
+    with server.connect() as done, server.connect() as streaming, server.connect() as idle:
+        assert exchange(done, b"x" * 100000) == b"x" * 100000
+        done.shutdown(socket.SHUT_WR)
+        read_to_eof(done)
+        streaming.sendall(b"y" * 131072)  # not so much that the server stops reading
+        ends = streaming.getsockname()[1], server.port
+        assert steady(lambda: (tcp_queues(*ends)[0], tcp_queues(*ends[::-1])[1])) == (0, 0)
+        server.proc.send_signal(signal.SIGTERM)
+        assert read_to_eof(streaming) == b"y" * 131072
+        assert read_to_eof(idle) == b""
+    assert server.proc.wait(TIMEOUT) == 0, server.stderr()
+    lines = [line for line in server.stderr().splitlines()
+             if not (line.startswith("Executing <") and "took" in line)]  # asyncio's slow-callback notes
+    assert not lines, "\n".join(lines)
 
 
 # ---- Peers that do not finish the handshake
