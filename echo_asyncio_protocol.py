@@ -18,6 +18,7 @@ import os
 import select
 import signal
 import socket
+import ssl
 import sys
 import time
 
@@ -37,7 +38,7 @@ signals = 0  # the Ctrl-C and SIGTERM taken so far
 connections = set()  # the clients' protocols, which a stop waits for
 
 
-async def accept_loop(server_sock, backlog):
+async def accept_loop(server_sock, backlog, context):
     global stopping
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
@@ -47,7 +48,11 @@ async def accept_loop(server_sock, backlog):
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
-    server = await loop.create_server(EchoProtocol, sock=server_sock, backlog=backlog)
+    # --cert: asyncio does the TLS handshake before our code sees the client, within --timeout (it wants
+    # more than 0: with --timeout 0, None, its own 60 s). Without --cert, plain TCP.
+    handshake = (TIMEOUT or None) if context else None
+    server = await loop.create_server(EchoProtocol, sock=server_sock, backlog=backlog, ssl=context,
+                                      ssl_handshake_timeout=handshake)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     log("Ready For Accept")
     try:
@@ -110,7 +115,7 @@ class EchoProtocol(asyncio.Protocol):
         # client closed first: the transport is closing).
         if stopping and not self.transport.is_closing():
             with contextlib.suppress(OSError):  # a client that reset meanwhile
-                self.transport.write_eof()
+                half_close(self.transport)
         self.transport.resume_reading()
 
     def stop(self):
@@ -126,11 +131,22 @@ class EchoProtocol(asyncio.Protocol):
         return False  # the transport sends what remains, then closes
 
     def connection_lost(self, exc):
+        self.transport.abort()  # gone already; but 3.10's TLS transport, closed by the client, would warn
         connections.discard(self)
         self.deadline.cancel()
         self.closed.set_result(None)
         if exc is not None:  # a reset or vanished client ends only its own connection
             log("[FD:{}]Error:{}", self.fd, exc)
+
+
+def half_close(writer):
+    """TCP's half-close, once the transport has sent what it holds. asyncio has none for TLS:
+    close() sends close_notify after what it holds, then waits for the client's (a second
+    close() would drop the transport's hold on it). writer: a StreamWriter or a transport."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    elif not writer.is_closing():
+        writer.close()
 
 
 class Deadline:
@@ -309,6 +325,18 @@ def start_listening(args):
     return server_sock
 
 
+def tls_context(cert, key):
+    """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
+    cannot be loaded is one line and exit status 1."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as e:  # ssl.SSLError is one
+        sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
+    return context
+
+
 def on_loop_error(server_sock, context):
     """asyncio passes here what it would print as a traceback. Out of descriptors,
     its accept() pauses for a second: meanwhile shed a client that is waiting.
@@ -324,7 +352,13 @@ def main():
     parser = argument_parser()
     parser.add_argument("--uvloop", action="store_true",
                         help="run on uvloop (pip install uvloop; the pack itself needs only the standard library)")
+    parser.add_argument("--cert", metavar="FILE",
+                        help="serve TLS with this certificate chain (PEM) and --key; a handshake must end "
+                             "within --timeout (with 0, asyncio's default: 60 s) (default: plain TCP)")
+    parser.add_argument("--key", metavar="FILE", help="the certificate's private key (PEM)")
     args = parser.parse_args()
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
     run = asyncio.run
     if args.uvloop:
         try:
@@ -332,10 +366,11 @@ def main():
         except ImportError:
             sys.exit("{}: --uvloop needs the uvloop package: pip install uvloop".format(sys.argv[0]))
         run = uvloop.run
-    server_sock = start_listening(args)
+    server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
     with server_sock:
         try:
-            run(accept_loop(server_sock, args.backlog))
+            context = tls_context(args.cert, args.key) if args.cert else None
+            run(accept_loop(server_sock, args.backlog, context))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

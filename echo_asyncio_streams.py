@@ -17,6 +17,7 @@ import os
 import select
 import signal
 import socket
+import ssl
 import sys
 import time
 
@@ -36,7 +37,7 @@ waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
 
-async def accept_loop(server_sock, backlog):
+async def accept_loop(server_sock, backlog, context):
     global stopping
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
@@ -46,7 +47,11 @@ async def accept_loop(server_sock, backlog):
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
-    server = await asyncio.start_server(send_recv, sock=server_sock, limit=BUFSIZE, backlog=backlog)
+    # --cert: asyncio does the TLS handshake before our code sees the client, within --timeout (it wants
+    # more than 0: with --timeout 0, None, its own 60 s). Without --cert, plain TCP.
+    handshake = (TIMEOUT or None) if context else None
+    server = await asyncio.start_server(send_recv, sock=server_sock, limit=BUFSIZE, backlog=backlog, ssl=context,
+                                        ssl_handshake_timeout=handshake)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     log("Ready For Accept")
     try:
@@ -59,7 +64,7 @@ async def accept_loop(server_sock, backlog):
     server.close()  # no more clients
     for client in waiting:  # every echo written: half-close now, so they see EOF
         with contextlib.suppress(OSError):  # a client that reset meanwhile
-            client.write_eof()  # (once the transport has sent what it holds)
+            half_close(client)  # (once the transport has sent what it holds)
     if tasks:  # the others half-close once they have sent what they read
         await asyncio.wait(tasks, timeout=GRACE)
     # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
@@ -104,11 +109,12 @@ async def send_recv(reader, writer):
         # Stopping, every echo written: half-close, then read and discard until the client
         # closes or the grace ends (close() with unread input would send RST).
         if stopping:
-            writer.write_eof()
+            half_close(writer)
             while await reader.read(BUFSIZE):
                 deadline.moved = time.monotonic()
         log("[FD:{}]Recv:EOF", fd)
-        writer.close()  # the transport sends what remains, then closes
+        if not writer.is_closing():  # (TLS's close_notify at a stop closed it)
+            writer.close()  # the transport sends what remains, then closes
         await writer.wait_closed()
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -120,6 +126,16 @@ async def send_recv(reader, writer):
         tasks.discard(task)
         deadline.cancel()
         writer.transport.abort()  # at once, where a timeout or the grace's end cut the close short
+
+
+def half_close(writer):
+    """TCP's half-close, once the transport has sent what it holds. asyncio has none for TLS:
+    close() sends close_notify after what it holds, then waits for the client's (a second
+    close() would drop the transport's hold on it). writer: a StreamWriter or a transport."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    elif not writer.is_closing():
+        writer.close()
 
 
 class Deadline:
@@ -298,6 +314,18 @@ def start_listening(args):
     return server_sock
 
 
+def tls_context(cert, key):
+    """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
+    cannot be loaded is one line and exit status 1."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as e:  # ssl.SSLError is one
+        sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
+    return context
+
+
 def on_loop_error(server_sock, context):
     """asyncio passes here what it would print as a traceback. Out of descriptors,
     its accept() pauses for a second: meanwhile shed a client that is waiting.
@@ -310,11 +338,19 @@ def on_loop_error(server_sock, context):
 
 
 def main():
-    args = argument_parser().parse_args()
-    server_sock = start_listening(args)
+    parser = argument_parser()
+    parser.add_argument("--cert", metavar="FILE",
+                        help="serve TLS with this certificate chain (PEM) and --key; a handshake must end "
+                             "within --timeout (with 0, asyncio's default: 60 s) (default: plain TCP)")
+    parser.add_argument("--key", metavar="FILE", help="the certificate's private key (PEM)")
+    args = parser.parse_args()
+    if bool(args.cert) != bool(args.key):
+        parser.error("--cert and --key go together")
+    server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
     with server_sock:
         try:
-            asyncio.run(accept_loop(server_sock, args.backlog))
+            context = tls_context(args.cert, args.key) if args.cert else None
+            asyncio.run(accept_loop(server_sock, args.backlog, context))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

@@ -227,16 +227,8 @@ def stop(selector, server_sock, active, handshakes):
 
 
 def tls_listener(server_sock, cert, key):
-    """The listening socket wrapped: accept() returns TLS sockets whose handshake waits for the
-    loop. TLS 1.2 at least, the defaults otherwise. A certificate or key that cannot be loaded
-    is one line and exit status 1."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    try:
-        context.load_cert_chain(cert, key)
-    except OSError as e:  # ssl.SSLError is one
-        sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
-    return context.wrap_socket(server_sock, server_side=True, do_handshake_on_connect=False)
+    """The listening socket wrapped: accept() returns TLS sockets whose handshake waits for the loop."""
+    return tls_context(cert, key).wrap_socket(server_sock, server_side=True, do_handshake_on_connect=False)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -374,6 +366,18 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def tls_context(cert, key):
+    """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
+    cannot be loaded is one line and exit status 1."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    try:
+        context.load_cert_chain(cert, key)
+    except OSError as e:  # ssl.SSLError is one
+        sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
+    return context
 
 
 def signal_pipe():

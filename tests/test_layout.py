@@ -17,7 +17,7 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The shared functions, in their order below the banner. The first eight are in every file.
 SHARED = ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
-          "start_listening",
+          "start_listening", "tls_context",
           "on_loop_error", "fork_worker", "finished_children", "run_workers", "signal_pipe", "catch_stop_signals",
           "wakeup_pipe", "wait_ready",
           "stop_children"]
@@ -35,12 +35,15 @@ LESSON_BUDGET_EXCEPTIONS = {
                              "per chunk and the kernel's send queue), the stop (a flag, half-close, read and "
                              "drop, a second signal counted even when two come at once), and sock_sendall() "
                              "as a loop of send() whose waits for room are progress"),
-    "echo_asyncio_protocol.py": (103, "callbacks with the Deadline timer, flow control and the stop's future per "
-                                      "connection"),
-    "echo_asyncio_buffered.py": (109, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
+    "echo_asyncio_streams.py": (104, "the idea plus the optional TLS of --cert (ssl= with its handshake limit, and "
+                                     "half_close(), as asyncio has no half-close for TLS: 10 lines)"),
+    "echo_asyncio_protocol.py": (114, "callbacks with the Deadline timer, flow control and the stop's future per "
+                                      "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines), "
+                                      "plus connection_lost()'s abort() for Python 3.10's TLS transport"),
+    "echo_asyncio_buffered.py": (120, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
     "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
-    "echo_selectors_tls.py": (168, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
+    "echo_selectors_tls.py": (160, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
     "echo_reuseport.py": (130, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
@@ -71,9 +74,10 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors.py": (205, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
-    "echo_selectors_tls.py": (107, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (111, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
-                                   "half-close, tls_listener() and the --cert/--key flags with their error lines"),
+                                   "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
+                                   "their error lines"),
     "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
@@ -94,9 +98,10 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_prethread.py": (101, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
                                "listening socket), and a main thread that only waits for the signal pipe: "
                                "echo_thread.py's accept loop and its wait_ready() go"),
-    "echo_asyncio_streams.py": (110, "asyncio's Server and streams replace the accept loop, send_all() and "
-                                     "ready(), and the Server's own accept needs on_loop_error()"),
-    "echo_asyncio_protocol.py": (126, "the coroutine per client becomes a Protocol's callbacks (every per-client "
+    "echo_asyncio_streams.py": (142, "asyncio's Server and streams replace the accept loop, send_all() and "
+                                     "ready(), and the Server's own accept needs on_loop_error(); the optional TLS "
+                                     "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines)"),
+    "echo_asyncio_protocol.py": (127, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in"),
 }
 
