@@ -42,16 +42,16 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_asyncio_protocol.py": (103, "callbacks with the Deadline timer, flow control and the stop's future per "
                                       "connection"),
     "echo_asyncio_buffered.py": (109, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
-    "echo_selectors.py": (122, "the idea plus a deadline per connection (with a last send() at it) and the stop "
+    "echo_selectors.py": (123, "the idea plus a deadline per connection (with a last send() at it) and the stop "
                                "(last echoes, half-close, read and drop)"),
-    "echo_reuseport.py": (130, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
-    "echo_shared_socket.py": (135, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
+    "echo_reuseport.py": (131, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
+    "echo_shared_socket.py": (136, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
                                    "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
     "echo_select_pool.py": (132, "the idea plus a deadline per connection and a stop that waits for the "
                                  "chunks the senders hold (send_queue.join()) before it half-closes"),
     "echo_threadpool.py": (126, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop"),
-    "echo_selectors_process.py": (177, "two programs: the acceptor (deal, replace workers, wake on signals) and "
+    "echo_selectors_process.py": (178, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
     "echo_fork.py": (103, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
@@ -69,7 +69,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                  "client handed back to the loop (sent_back, the waker, take_back())"),
     "echo_threadpool.py": (165, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue"),
-    "echo_selectors.py": (211, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_selectors.py": (214, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
     "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
