@@ -28,6 +28,7 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 
 
 def accept_loop(server_sock):
+    global signals
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     # A byte for each Ctrl-C or SIGTERM wakes poll(); the first sets stopping at once, even
@@ -126,7 +127,11 @@ def send_all(sock, data):
             # writable once a third of the buffer is free; the send() after it counts any room.
             waiter = select.poll()  # not select(): descriptors go past FD_SETSIZE here
             waiter.register(sock, select.POLLOUT)
-            stalled = not waiter.poll(TIMEOUT * 1000 or None)
+            waiter.register(signals, select.POLLIN)  # a stop signal ends the wait: its handler runs next
+            ready = dict(waiter.poll(TIMEOUT * 1000 or None))
+            if signals in ready:
+                os.read(signals, 256)  # catch_stop_signals() has done the rest
+            stalled = not ready
 
 
 def close_idle(descriptors, active, now, idle):
@@ -166,6 +171,7 @@ spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).

@@ -31,8 +31,8 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 class Client:
     """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
 
-    def __init__(self, sock):  # stop: None while served, "sending" its last echoes, then "half-closed"
-        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, None
+    def __init__(self, sock):  # stop: "" while served, "sending" its last echoes, then "half-closed"
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""  # not None: a quicker ==
 
 
 def accept_loop(server_sock):
@@ -57,7 +57,15 @@ def accept_loop(server_sock):
         ready = selector.select(wait)
         now = time.monotonic()
         for key, events in ready:
-            if key.fileobj is server_sock:
+            if key.data:  # a connection: most events (what the loop itself watches has no data)
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                fd = key.fd
+                active[fd] = now
+                active.move_to_end(fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
+            elif key.fileobj is server_sock:
                 accept_clients(selector, server_sock, active, now)
                 due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif key.fileobj == signals:
@@ -70,13 +78,6 @@ def accept_loop(server_sock):
                 due = min(due, grace_end)
                 stop(selector, server_sock, active)
                 break  # what every connection wants has changed: ask select() again
-            else:
-                # Level-triggered: an event means bytes to read or room to send, so progress.
-                active[key.fd] = now
-                active.move_to_end(key.fd)
-                wanted = send_recv(key.data, events)
-                if wanted != key.events:  # usually it wants what it wanted: nothing to change
-                    apply_wanted(selector, key, wanted, active)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
             due = min(close_idle(selector, active, now, idle if now < grace_end else 0), grace_end)

@@ -40,8 +40,8 @@ NO_CERT = ("--cert FILE --key FILE are needed; to try it, make a self-signed pai
 class Client:
     """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
 
-    def __init__(self, sock):  # stop: None while served, "sending" its last echoes, then "half-closed"
-        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, None
+    def __init__(self, sock):  # stop: "" while served, "sending" its last echoes, then "half-closed"
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""  # not None: a quicker ==
         self.handshaking = True
 
 
@@ -71,7 +71,15 @@ def accept_loop(server_sock):
         ready = selector.select(wait)
         now = time.monotonic()
         for key, events in ready:
-            if key.fileobj is server_sock:
+            if key.data and not key.data.handshaking:  # a connection past its handshake: most events
+                # Level-triggered: an event means bytes to read or room to send, so progress.
+                fd = key.fd
+                active[fd] = now
+                active.move_to_end(fd)
+                wanted = send_recv(key.data, events)
+                if wanted != key.events:  # usually it wants what it wanted: nothing to change
+                    apply_wanted(selector, key, wanted, active)
+            elif key.fileobj is server_sock:
                 accept_clients(selector, server_sock, handshakes, now)  # each begins with its handshake
                 due = min(due, now + handshake)  # newcomers are due at now + handshake at the earliest
             elif key.fileobj == signals:
@@ -84,19 +92,12 @@ def accept_loop(server_sock):
                 due = min(due, grace_end)
                 stop(selector, server_sock, active, handshakes)
                 break  # what every connection wants has changed: ask select() again
-            elif key.data.handshaking:
+            else:  # a connection in its handshake
                 wanted = send_recv(key.data, events)
                 if not key.data.handshaking:  # done: from now on its deadline is the idle time's
                     del handshakes[key.fd]
                     active[key.fd] = now
                 apply_wanted(selector, key, wanted, handshakes if key.data.handshaking else active)
-            else:
-                # Level-triggered: an event means bytes to read or room to send, so progress.
-                active[key.fd] = now
-                active.move_to_end(key.fd)
-                wanted = send_recv(key.data, events)
-                if wanted != key.events:  # usually it wants what it wanted: nothing to change
-                    apply_wanted(selector, key, wanted, active)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
             due = min(close_idle(selector, active, now, idle if now < grace_end else 0),
@@ -228,6 +229,9 @@ def stop(selector, server_sock, active, handshakes):
 
 def tls_listener(server_sock, cert, key):
     """The listening socket wrapped: accept() returns TLS sockets whose handshake waits for the loop."""
+    # No Nagle (accepted sockets inherit it, as asyncio sets it on its own): the first echo would
+    # wait behind the session tickets the handshake leaves unacknowledged, 40 ms of delayed ACK.
+    server_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return tls_context(cert, key).wrap_socket(server_sock, server_side=True, do_handshake_on_connect=False)
 
 

@@ -190,6 +190,19 @@ def started_and_stopped(make, stop, ready=lambda thing: thing):
     assert not errors, errors
 
 
+# The state a stop signal leaves when it comes just before accept() or recv() enters the kernel: its
+# C-level handler has run (here in another thread, as the main thread blocks it), and nothing
+# interrupts the main thread's wait; only the byte the handler writes to the wake-up pipe can end it.
+HANDLED_IN_ANOTHER_THREAD = """
+import signal, threading
+STOPS = {signal.SIGINT, signal.SIGTERM}
+threading.Thread(target=threading.Event().wait, daemon=True).start()  # the stop signals reach this thread
+signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)  # and never the main thread, which may not unblock them
+unpatched = signal.pthread_sigmask
+signal.pthread_sigmask = lambda how, mask: unpatched(how, set(mask) - STOPS if how == signal.SIG_UNBLOCK else mask)
+"""
+
+
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 

@@ -12,8 +12,8 @@ import time
 
 import pytest
 
-from helpers import (CERT, ROOT, SERVERS, TIMEOUT, exchange, group_fds, group_gone, read_to_eof, roundtrip, settled_fds,
-                     wait_until)
+from helpers import (CERT, HANDLED_IN_ANOTHER_THREAD, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, exchange, group_fds,
+                     group_gone, read_to_eof, roundtrip, settled_fds, wait_until)
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -182,6 +182,21 @@ def test_the_grace_ends_a_stop_that_a_client_holds(script, start_server):
     assert "Traceback" not in server.stderr()
     assert group_gone(server.pid), "a process was left behind"
 
+
+# A stop signal that comes as a server waits for room to send (echo_epoll.py's and echo_select.py's
+# send_all() wait in the loop, for every client): its handler runs only once that wait ends, so the
+# wait watches the signal pipe too. The process servers' parents take their signals with sigwait().
+@pytest.mark.parametrize("script", [s for s in SERVERS if s not in PROCESS_SERVERS])
+def test_the_grace_ends_a_stop_whose_signal_does_not_interrupt_a_send(script, start_server):
+    server = start_server(script, "-q", "--grace", "0.5", prelude=HANDLED_IN_ANOTHER_THREAD)
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        started = time.monotonic()
+        os.kill(server.pid, signal.SIGTERM)
+        status = server.wait(5)  # not the --timeout of 120 s that ends the wait otherwise
+        took = time.monotonic() - started
+    assert status == 0, "exit status {} after {:.1f} s: {}".format(status, took, server.stderr())
+    assert "Traceback" not in server.stderr()
 
 def pending(pid, signum):
     """True while signum waits to be delivered to the process (or taken by its sigwait())."""

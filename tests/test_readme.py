@@ -1,5 +1,6 @@
-"""The documents: README.md and README.ja.md cannot drift apart, no relative link is dead, and
-README.md stays a five-minute read. Standard library and pytest only; nothing is started."""
+"""The documents: README.md and README.ja.md cannot drift apart, nor ERRATA.ja.md from the article's
+tables in ERRATA.md; no relative link is dead, and README.md stays a five-minute read. Standard
+library and pytest only; nothing is started."""
 import re
 import unicodedata
 from pathlib import Path
@@ -8,6 +9,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 README, README_JA = ROOT / "README.md", ROOT / "README.ja.md"
+ERRATA, ERRATA_JA = ROOT / "ERRATA.md", ROOT / "ERRATA.ja.md"
+# The sections of ERRATA.md about the article's code, each one table: ERRATA.ja.md translates
+# them, in this order, and nothing else ("Found while testing this pack" stays in English).
+ERRATA_ARTICLE_SECTIONS = ("The servers", "The client")
 # Every Markdown document at the top of the pack (README.md, README.ja.md, RESULTS.md, ...).
 DOCUMENTS = sorted(ROOT.glob("*.md"))
 README_WORD_LIMIT = 1300  # `wc -w README.md`: about five minutes of reading
@@ -83,6 +88,79 @@ def test_both_readmes_exist_and_link_to_each_other():
     assert "README.md" in "\n".join(text(README_JA).splitlines()[:10])
 
 
+def tables(markdown):
+    """The data rows of each table, in order (the header row and the |---| line left out)."""
+    found, rows = [], None
+    for line in prose(markdown).splitlines():
+        if not line.startswith("|"):
+            rows = None
+            continue
+        if rows is None:
+            rows = []
+            found.append(rows)
+        rows.append(line)
+    return [rows[2:] for rows in found]
+
+
+def sections(markdown):
+    """{heading: text} for each '## ' section."""
+    parts = re.split(r"^## +(.*?)\s*$", prose(markdown), flags=re.M)
+    return dict(zip(parts[1::2], parts[2::2]))
+
+
+def code_spans(markdown):
+    return re.findall(r"`([^`\n]+)`", markdown)
+
+
+def errata_tables():
+    """ERRATA.md's tables about the article's code and ERRATA.ja.md's, paired in order."""
+    english_sections = sections(text(ERRATA))
+    english = []
+    for heading in ERRATA_ARTICLE_SECTIONS:
+        assert heading in english_sections, "ERRATA.md has no section '## {}'".format(heading)
+        found = tables(english_sections[heading])
+        assert len(found) == 1, "ERRATA.md's '## {}' has {} tables, not one".format(
+            heading, len(found))
+        english += found
+    japanese = tables(text(ERRATA_JA))
+    assert len(japanese) == len(english), \
+        "ERRATA.ja.md has {} tables; ERRATA.md's {} have {}".format(
+            len(japanese), " and ".join(ERRATA_ARTICLE_SECTIONS), len(english))
+    return list(zip(ERRATA_ARTICLE_SECTIONS, english, japanese))
+
+
+def test_errata_ja_exists_and_both_readmes_link_to_it():
+    assert ERRATA_JA.exists()
+    assert "ERRATA.ja.md" in links(text(README)), "README.md must link to ERRATA.ja.md"
+    assert "ERRATA.ja.md" in links(text(README_JA)), "README.ja.md must link to ERRATA.ja.md"
+
+
+def test_errata_and_errata_ja_link_to_each_other_at_the_top():
+    assert "ERRATA.ja.md" in links("\n".join(text(ERRATA).splitlines()[:10]))
+    assert "ERRATA.md" in links("\n".join(text(ERRATA_JA).splitlines()[:10]))
+    # What it leaves untranslated, it links to.
+    assert "ERRATA.md#found-while-testing-this-pack" in links(text(ERRATA_JA))
+
+
+def test_errata_ja_has_a_row_for_every_row_of_the_articles_tables():
+    for heading, english, japanese in errata_tables():
+        assert len(japanese) == len(english), \
+            "ERRATA.md's '{}' table has {} rows, ERRATA.ja.md's {}".format(
+                heading, len(english), len(japanese))
+
+
+def test_errata_ja_keeps_the_code_links_and_figures_of_each_table():
+    for heading, english, japanese in errata_tables():
+        english, japanese = "\n".join(english), "\n".join(japanese)
+        assert code_spans(japanese) == code_spans(english), \
+            "'{}': the code spans differ (or their order)".format(heading)
+        assert links(japanese) == links(english), "'{}': the links differ".format(heading)
+        # "ten idle clients" is "10 個" in Japanese: only the English figures must all be there.
+        missing = figures(english) - figures(japanese)
+        assert not missing, "'{}': figures not in ERRATA.ja.md: {}".format(
+            heading, sorted(missing))
+
+
 def test_readmes_have_the_same_code_blocks_in_the_same_order():
     english, japanese = code_blocks(text(README)), code_blocks(text(README_JA))
     assert english, "README.md has no code block"
@@ -131,7 +209,7 @@ def test_readme_is_a_five_minute_read():
 
 def test_the_documents_are_found():
     names = {path.name for path in DOCUMENTS}
-    assert {"README.md", "README.ja.md", "RESULTS.md", "ERRATA.md", "CLIENT.md",
+    assert {"README.md", "README.ja.md", "RESULTS.md", "ERRATA.md", "ERRATA.ja.md", "CLIENT.md",
             "DEVELOPMENT.md"} <= names
 
 

@@ -13,9 +13,9 @@ import time
 
 import pytest
 
-from helpers import (POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server, exchange, group_gone,
-                     port_is_free, read_to_eof, reset, roundtrip, send_while_reading, tls_args, tls_wrap,
-                     wait_for_workers, wait_until)
+from helpers import (HANDLED_IN_ANOTHER_THREAD, POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server,
+                     exchange, group_gone, port_is_free, read_to_eof, reset, roundtrip, send_while_reading,
+                     tls_args, tls_wrap, wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 
@@ -207,19 +207,6 @@ def test_a_stop_signal_right_after_the_port_line_stops_cleanly(script, signum, s
     assert server.wait() == 0, server.stderr()
     assert server.stderr() == ""
     assert group_gone(server.pid), "a child process was left behind"
-
-
-# The state a stop signal leaves when it comes just before accept() or recv() enters the kernel: its
-# C-level handler has run (here in another thread, as the main thread blocks it), and nothing
-# interrupts the main thread's wait; only the byte the handler writes to the wake-up pipe can end it.
-HANDLED_IN_ANOTHER_THREAD = """
-import signal, threading
-STOPS = {signal.SIGINT, signal.SIGTERM}
-threading.Thread(target=threading.Event().wait, daemon=True).start()  # the stop signals reach this thread
-signal.pthread_sigmask(signal.SIG_BLOCK, STOPS)  # and never the main thread, which may not unblock them
-unpatched = signal.pthread_sigmask
-signal.pthread_sigmask = lambda how, mask: unpatched(how, set(mask) - STOPS if how == signal.SIG_UNBLOCK else mask)
-"""
 
 
 # Not the process servers: their parents take the signals with sigwait(), which another thread that
