@@ -2035,69 +2035,77 @@ def parse_args(argv):
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    parser.add_argument("--host", default="127.0.0.1", help="the server's address, IPv4 or IPv6 (::1)")
-    parser.add_argument("--port", type=number(1, 65535), default=7777, help="the server's port")
-    parser.add_argument("--clients", type=number(1, 100000), default=50,
-                        help="concurrent clients (the article's WORKER_COUNT)")
-    parser.add_argument("--connects", type=number(1, 100000), default=5,
-                        help="connections each client opens, one after another (ACTION_COUNT)")
-    parser.add_argument("--messages", type=number(1, 1000000), default=argparse.SUPPRESS,
-                        help="ping-pong messages per connection (SEND_RECV_COUNT) (default: 50; 1 with --rate)")
-    parser.add_argument("--size", type=number(1, 16 << 20), default=32, help="bytes per message")
-    parser.add_argument("--timeout", type=number(0.01, 3600, float), default=10.0,
-                        help="seconds any one wait may take before that connection counts as failed")
-    parser.add_argument("--procs", type=number(1, 1024), default=os.cpu_count() or 1,
-                        help="client worker processes")
-    parser.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
-                        help="connects in flight at once, over all worker processes: a burst of connects "
-                             "overflows the server's listen queue and waits on SYN retries")
-    parser.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
-                        help="closed loop: start at most R connects a second, over all worker processes "
-                             "(as well as at most K in flight); the c* presets pace at {:,} unless told".format(
-                                 HELD_PACE))
-    parser.add_argument("--seconds", type=number(0.1, 3600, float), metavar="S",
-                        help="closed loop: each connection exchanges messages for S seconds instead of --messages "
-                             "(wrk's long-lived connections)")
-    parser.add_argument("--hold", action="store_true",
-                        help="open every connection first and hold them all, then send (as the c* presets do); "
-                             "reports the connect and echo phases apart")
-    group = parser.add_argument_group("open loop (--rate): connections started on a clock")
+    # The docstring's first paragraph says what client.py is; its examples close the help.
+    about, examples = __doc__.rstrip().rsplit("\n\n", 1)
+    parser = argparse.ArgumentParser(description=about, epilog="examples:\n" + examples,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = parser.add_argument_group("what to measure")
+    group.add_argument("--host", default="127.0.0.1", metavar="H", help="the server's address, IPv4 or IPv6 (default: %(default)s)")
+    group.add_argument("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
+    group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
+    group.add_argument("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
+                       "after its name: 'shared_socket --accept one,reuseport'")
+    group.add_argument("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
+        PRESETS) + "; and " + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(
+            SWEEPS["pingpong-sweep"].rates, SWEEPS["pingpong-sweep"].duration))
+    group.add_argument("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its "
+                       "name (--host); reports the handshakes. Each connection makes a full handshake")
+    group = parser.add_argument_group("load shape: closed loop (the article's clients)")
+    group.add_argument("--clients", type=number(1, 100000), default=50,
+                       metavar="N", help="concurrent clients, the article's WORKER_COUNT (default: %(default)s)")
+    group.add_argument("--connects", type=number(1, 100000), default=5,
+                       metavar="C", help="connections each client opens, one after another: ACTION_COUNT (default: %(default)s)")
+    group.add_argument("--messages", type=number(1, 1000000), default=argparse.SUPPRESS,
+                       metavar="M", help="ping-pong messages per connection, SEND_RECV_COUNT (default: 50; 1 with --rate)")
+    group.add_argument("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
+    group.add_argument("--seconds", type=number(0.1, 3600, float), metavar="S",
+                       help="each connection exchanges messages for S seconds instead of --messages (wrk's "
+                            "long-lived connections)")
+    group.add_argument("--hold", action="store_true",
+                       help="open every connection first and hold them all, then send (as the c* presets do); "
+                            "reports the connect and echo phases apart")
+    group = parser.add_argument_group("load shape: open loop (connections started on a clock)")
     group.add_argument("--rate", type=parse_rate, metavar="R|A:B:STEP",
                        help="start R new connections a second, whether or not earlier ones have finished, each doing "
-                            "--messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names the knee. "
-                            "Response times count from each connection's scheduled start, in whole milliseconds "
-                            "(those due in one millisecond start together). One source address cannot open much "
-                            "more than about 28,000 new connections a second for long (the local port range, and "
-                            "TIME_WAIT ports reused after a second)")
+                            "--messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names the knee. Response "
+                            "times count from each connection's scheduled start. One source address opens at most "
+                            "about 14,000 new connections a second (its local ports), so against 127.x the client "
+                            "takes {} source addresses in turn".format(SOURCES))
     group.add_argument("--duration", type=number(0.1, 3600, float), default=5.0,
-                       help="seconds of arrivals at each rate")
-    group = parser.add_argument_group("TLS")
-    group.add_argument("--tls", action="store_true",
-                       help="speak TLS, verifying the server's certificate and its name (--host); reports the "
-                            "handshakes: a second, p50/p99. Each connection makes a full handshake")
+                       metavar="S", help="seconds of arrivals at each rate (default: %(default)s)")
+    group = parser.add_argument_group("output")
+    group.add_argument("--json", action="store_true", help="print one JSON object instead of text (or Markdown)")
+    group.add_argument("--markdown", metavar="FILE", help="with --all, also write the tables as Markdown")
+    group.add_argument("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
+    group = parser.add_argument_group("advanced")
+    group.add_argument("--timeout", type=number(0.01, 3600, float), default=10.0,
+                       metavar="S", help="seconds any one wait may take before that connection counts as failed "
+                            "(default: %(default)s)")
+    group.add_argument("--procs", type=number(1, 1024), default=os.cpu_count() or 1,
+                       metavar="P", help="client worker processes (default: one per CPU, %(default)s)")
+    group.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
+                       help="connects in flight at once, over all worker processes: a burst of connects "
+                            "overflows the server's listen queue and waits on SYN retries (default: %(default)s)")
+    group.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
+                       help="closed loop: start at most R connects a second, over all worker processes "
+                            "(as well as at most K in flight); the c* presets pace at {:,} unless told".format(
+                                HELD_PACE))
     group.add_argument("--cafile", metavar="FILE",
-                       help="the CA certificates to verify the server against; None: the system's store")
+                       help="with --tls, the CA certificates to verify the server against (default: the system's)")
     group.add_argument("--tls-resume", action="store_true",
-                       help="resume each worker's first session (TLS 1.3 tickets) instead of full handshakes")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    group = parser.add_argument_group("measuring every server (--all)")
-    group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
-    group.add_argument("--servers", type=names, help="only these, e.g. epoll,select (with --all); flags for one "
-                       "after its name: 'shared_socket --accept one,reuseport'")
-    group.add_argument("--server-args", metavar="FLAGS", help="flags for every server started, e.g. '--workers 4'")
-    group.add_argument("--scenario", type=names, help="presets, comma-separated: " + ", ".join(PRESETS) + "; and "
-                       + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(
-                           SWEEPS["pingpong-sweep"].rates, SWEEPS["pingpong-sweep"].duration))
+                       help="with --tls, resume each worker's first session (TLS 1.3 tickets) instead of full "
+                            "handshakes")
+    group.add_argument("--server-args", metavar="FLAGS", help="with --all, flags for every server, e.g. '--workers 4'")
     group.add_argument("--scale", type=number(0.001, 1, float), default=0.05,
-                       help="fraction of the article's 100 connections per client that the article-* presets run")
-    group.add_argument("--repeat", type=number(1, 100), default=3, help="measured runs per server; the median is shown")
+                       metavar="F", help="with --all, the fraction of the article's 100 connections per client that the "
+                            "article-* presets run (default: %(default)s)")
+    group.add_argument("--repeat", type=number(1, 100), default=3,
+                       metavar="N", help="with --all, measured runs per server; the median is shown (default: %(default)s)")
     group.add_argument("--budget", type=number(1, 3600, float), default=30.0,
-                       help="seconds one run may take before the server is shown as failed")
-    group.add_argument("--work", type=number(0, 10**9), default=0, help="start the servers with --work N")
-    group.add_argument("--markdown", metavar="FILE", help="also write the tables as Markdown")
-    group.add_argument("--svg", metavar="FILE", help="also draw messages/s per server as an SVG chart")
+                       metavar="S", help="with --all, seconds one run may take before the server is shown as failed "
+                            "(default: %(default)s)")
+    group.add_argument("--work", type=number(0, 10**9), default=0,
+                       metavar="N", help="with --all, start the servers with --work N (default: %(default)s)")
     return parser
 
 
