@@ -49,29 +49,14 @@ from typing import NamedTuple, Optional
 HERE = Path(__file__).resolve().parent
 ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline",
                "tls", "other")
-# Bounds sized to the work, so that they never fail a correct server. A connect may wait on the
-# kernel's SYN retries (1, 3, 7, 15 s) while a slow acceptor's listen queue is full; an echo may wait
-# behind every other client's --work on one core; a whole run may go no slower than SLOWEST msgs/s.
+# Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
-# The held scenarios also pace their connects. Measured on c10k here (2 cores, one run each):
-# at most 20,000 started a second gave zero errors, as 100 in flight alone does, and fewer SYN
-# retries (echo_epoll.py 0 instead of 92, echo_asyncio_protocol.py 100 instead of 1,176), so
-# shorter connect phases for all but echo_reuseport.py (0.53 s instead of 0.32 s: the pace).
-HELD_PACE = 20000
-CONNECT_FLOOR = 30.0  # seconds, for the c* scenarios
+HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
+CONNECT_FLOOR = 30.0  # seconds a held connect may take: the kernel's SYN retries come after 1, 3, 7, 15 s
 SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
-# A connect this slow waited on a SYN retransmission: the listen queue was full and the SYN was
-# dropped. The first retry comes 1 s after the SYN (Linux's initial RTO), give or take a tick of
-# the kernel's timer; a connect without one takes well under a millisecond on loopback.
-SYN_RETRY = 0.95
-# One source address runs short of local ports past about 14,000 new connections a second:
-# Linux's connect() takes the even ports of 32768-60999 first (the odd ones are left to bind()),
-# a port left in TIME_WAIT may be taken again only after a second, and once the even ones are
-# all that young every connect() searches the whole range: the client falls behind, whatever the
-# server (measured: 14,000 a second against every server, and a C one, each on a core of its own).
-# The whole of 127/8 is the loopback, so against 127.x each connection takes its source address
-# in turn from SOURCES of them, each with ports of its own.
-SOURCES = 16
+BUDGET = 30.0  # seconds any other run of --all may take before its server is shown as failed
+SYN_RETRY = 0.95  # a connect this slow waited on a SYN retry (the first comes 1 s after the SYN)
+SOURCES = 16  # one source address runs short of local ports past ~14,000 connects/s: take 127.0.0.1-16 in turn
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux: the port is chosen at connect()
 # Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
 TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
@@ -107,33 +92,38 @@ class Workload:
 
 
 class Preset(NamedTuple):
-    """A closed-loop scenario of --all: one table."""
-    clients: int
-    connects: int
-    messages: int
-    sizes: tuple  # one table per size
-    work: int  # the servers' --work
-    about: str  # what it reproduces
+    """A scenario of --all, and what it is: a closed-loop table (its clients x connects x messages, one
+    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates)."""
+    about: str
+    clients: int = 50
+    connects: int = 1
+    messages: int = 1
+    sizes: tuple = (32,)  # one table per size
+    work: int = 0  # the servers' --work
+    held: bool = False  # every connection opened (at most HELD_PACE a second) and held, then the messages
+    scaled: bool = False  # --scale shrinks its connects
     seconds: Optional[float] = None  # each connection exchanges messages this long instead (wrk)
+    rates: Optional[str] = None  # an open-loop sweep, as --rate takes the rates
+    duration: float = 1.0  # the sweep's seconds at each rate
 
 
 PRESETS = {
-    "article-50": Preset(50, 100, 50, (32,), 0, "the article's Mac table: 50 clients x 100 connections x 50 messages"),
-    "article-150": Preset(150, 100, 50, (32,), 0, "the article's Mac table: 150 clients"),
-    "article-100": Preset(100, 100, 50, (32,), 0, "the article's Linux table: 100 clients"),
-    "article-1000": Preset(1000, 100, 50, (32,), 0, "the article's Linux table: 1,000 clients"),
-    "c1k": Preset(1000, 1, 100, (32,), 0, "1,000 concurrent connections, 100 messages each"),
-    "c10k": Preset(10000, 1, 100, (32,), 0, "10,000 concurrent connections, 100 messages each"),
-    "c10k-cpu": Preset(10000, 1, 1, (32,), 100000, "10,000 connections, one message each, servers run --work 100000"),
-    "bulk": Preset(20, 5, 500, (1024, 4096, 65536), 0, "messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU"),
-    "pingpong": Preset(50, 40, 1, (32,), 0, "one message per connection: the connection rate"),
-    # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections, each
-    # exchanging messages for a time; opened all at once (wrk), or ramped and at work at once.
-    "wrk": Preset(100, 1, 0, (32,), 0, "100 connections opened at once, each exchanging messages for 5 s", 5.0),
-    "wrk-ramped": Preset(100, 1, 0, (32,), 0, "100 connections, each at work as soon as it connects, for 5 s", 5.0),
+    "article-50": Preset("the article's Mac table: 50 clients x 100 connections x 50 messages", 50, 100, 50,
+                         scaled=True),
+    "article-150": Preset("the article's Mac table: 150 clients", 150, 100, 50, scaled=True),
+    "article-100": Preset("the article's Linux table: 100 clients", 100, 100, 50, scaled=True),
+    "article-1000": Preset("the article's Linux table: 1,000 clients", 1000, 100, 50, scaled=True),
+    "c1k": Preset("1,000 concurrent connections, 100 messages each", 1000, 1, 100, held=True),
+    "c10k": Preset("10,000 concurrent connections, 100 messages each", 10000, 1, 100, held=True),
+    "c10k-cpu": Preset("10,000 connections, one message each, servers run --work 100000", 10000, work=100000,
+                       held=True),
+    "bulk": Preset("messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU", 20, 5, 500, sizes=(1024, 4096, 65536)),
+    "pingpong": Preset("one message per connection: the connection rate", 50, 40, 1),
+    # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections opened at once.
+    "wrk": Preset("100 connections opened at once, each exchanging messages for 5 s", 100, held=True, seconds=5.0),
+    "pingpong-sweep": Preset("the httperf ping-pong benchmark of 'Asynchronous Servers in Python': one exchange per "
+                             "connection, the connection rate stepped up", rates="1000:40000:1000"),
 }
-SCALED = ("article-50", "article-150", "article-100", "article-1000")  # --scale shrinks their connections
-HELD = ("c1k", "c10k", "c10k-cpu", "wrk")  # every connection is opened and held before the first message
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
@@ -151,21 +141,6 @@ class Rates(NamedTuple):
     sweep: bool
 
 
-class SweepPreset(NamedTuple):
-    """An open-loop scenario of --all: every server swept over rates, duration seconds each."""
-    rates: str  # as --rate takes them
-    duration: float
-    about: str
-
-
-# The client's own ceiling: its knee against the cheapest server here, run before the others.
-# A server whose knee reaches it kept up with all the client could offer: "at least".
-CEILING = ("echo_reuseport.py", ("--workers", "2", "--backlog", "4096"))
-SWEEPS = {
-    "pingpong-sweep": SweepPreset("1000:40000:1000", 1.0, "the httperf ping-pong benchmark of 'Asynchronous Servers "
-                                                          "in Python': one exchange per connection, the connection "
-                                                          "rate stepped up"),
-}
 # What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
 LIMITS = {
     "echo_simple.py": "it serves one client at a time",
@@ -871,9 +846,7 @@ def combine(parts, w):
     # The article's three figures: averages per connection.
     connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
     echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
-    connects = connect_figures(parts, min(p["start"] for p in parts))
-    if not w.hold:
-        connects["connect_rate"] = None  # connects and echoes interleave: conns_per_s says it
+    connects = connect_figures(parts)
     # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
     # did not is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
@@ -890,38 +863,12 @@ def combine(parts, w):
     })
 
 
-def connect_figures(parts, start):
-    """What the connects took: p50, p99 and max from connect() to connected; how many
-    waited on a SYN retry; and the rate of the others: connections a second from start
-    to the last of them connected, less the time when only retried connects were in
-    progress (every slot waiting on a retry): the server's accept rate, apart from the
-    retries' waits."""
-    took, at = array.array("d"), array.array("d")
-    for part in parts:
-        took.frombytes(part["connect_times"])
-        at.frombytes(part["connected_at"])
-    prompt = [(when - seconds, when) for seconds, when in zip(took, at) if seconds < SYN_RETRY]
-    retried = [(when - seconds, when) for seconds, when in zip(took, at) if seconds >= SYN_RETRY]
-    ordered = sorted(took)
-    end = max(when for _, when in prompt) if prompt else start
-    span = end - start - stalled(prompt, retried, start, end)
+def connect_figures(parts):
+    """What the connects took: p50, p99 and max from connect() to connected, and how many waited on a SYN retry."""
+    ordered = timings(parts, "connect_times")
     return {"connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
-            "connect_max_ms": ordered[-1] * 1000 if ordered else None, "syn_retries": len(retried),
-            "connect_rate": len(prompt) / span if span > 0 else None}
-
-
-def stalled(prompt, retried, start, end):
-    """Seconds from start to end during which some connect waited on a retry and no
-    other was in progress: [(began, connected), ...] each."""
-    events = sorted([(t, 1, 0) for t, _ in prompt] + [(t, -1, 0) for _, t in prompt]
-                    + [(t, 0, 1) for t, _ in retried] + [(t, 0, -1) for _, t in retried])
-    stall, last, in_prompt, in_retry = 0.0, start, 0, 0
-    for t, prompt_change, retry_change in events:
-        t = min(max(t, start), end)
-        if in_retry and not in_prompt:
-            stall += t - last
-        last, in_prompt, in_retry = t, in_prompt + prompt_change, in_retry + retry_change
-    return stall
+            "connect_max_ms": ordered[-1] * 1000 if ordered else None,
+            "syn_retries": len(ordered) - bisect.bisect_left(ordered, SYN_RETRY)}
 
 
 def combine_open(parts, w):
@@ -940,8 +887,7 @@ def combine_open(parts, w):
     # Completions per second over the arrivals' duration, or longer when the replies came later.
     span = max(done) - start if done else 0.0
     responses = timings(parts, "responses")
-    connects = connect_figures(parts, start)
-    del connects["connect_rate"]  # the offered rate decides it
+    connects = connect_figures(parts)
     if w.tls:
         figures.update(handshake_figures(parts, max(duration, span)))
     return dict(figures, **{
@@ -953,9 +899,6 @@ def combine_open(parts, w):
         "expected": round(rate * duration) * w.messages,
         "p50_ms": percentile(responses, 0.50), "p90_ms": percentile(responses, 0.90),
         "p99_ms": percentile(responses, 0.99), "max_ms": responses[-1] * 1000 if responses else None,
-        # Connections that waited: a stopped or busy worker, a SYN retry (sorted: count from the first that long).
-        "responses_over_100ms": len(responses) - bisect.bisect_left(responses, 0.1),
-        "responses_over_1s": len(responses) - bisect.bisect_left(responses, 1.0),
         **connects,
         "mb_per_s": figures["messages"] * w.size / max(duration, span) / 1e6,
     })
@@ -1200,18 +1143,9 @@ def why_failed(result, w, name):
 
 
 def sweep_all(args, entries):
-    """Every server swept in open loop, one after another, after the client's own ceiling:
-    ([sweep dict, ...], the ceiling's sweep dict or None)."""
+    """Every server swept in open loop, one after another."""
     label, rates, w = sweeps_from(args)
-    ceiling = None
-    if (HERE / CEILING[0]).exists():
-        ceiling = sweep_one(args, HERE / CEILING[0], CEILING[1], label, rates, w)
-    sweeps = [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
-    reach = ceiling["knee"] if ceiling else None
-    for result in sweeps:
-        # The server kept up with all the client could offer: its own limit is not known.
-        result["knee_at_ceiling"] = reach is not None and result["knee"] is not None and result["knee"] >= reach
-    return sweeps, ceiling
+    return [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
 
 
 def sweep_one(args, script, extra, label, rates, w):
@@ -1282,7 +1216,7 @@ def summarize(row):
         row["failed"] = row["failed"] or "no measured run"
         return row
     for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
-                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open", "connect_rate",
+                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open",
                 "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries",
                 *(("handshakes_per_s", "handshake_p50_ms", "handshake_p99_ms") if "handshakes" in runs[0] else ())):
         values = [r[key] for r in runs if r[key] is not None]
@@ -1379,10 +1313,9 @@ def report(result, w, procs, out=sys.stdout):
               "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
                                                                 r["echo_phase_s"]), file=out)
     if r["connect_phase_s"] is not None or r["syn_retries"]:
-        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}{}".format(
+        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}".format(
             ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
-            retries_text(r["syn_retries"]), "" if r["connect_rate"] is None else
-            "; {:,.0f} connections/s without one".format(r["connect_rate"])), file=out)
+            retries_text(r["syn_retries"])), file=out)
     if r["p50_ms"] is not None:
         print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
             r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
@@ -1457,7 +1390,7 @@ def fmt(value, spec):
 
 # The leading columns: the article's averages per connection, or the two phases of held connections.
 ARTICLE_COLUMNS = [("connect s", "connect_s", ".5f"), ("echo s", "echo_s", ".5f"), ("total s", "total_s", ".5f")]
-HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"), ("connects/s without a retry", "connect_rate", ",.0f"),
+HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"),
                 ("connect p50 ms", "connect_p50_ms", ".2f"), ("connect p99 ms", "connect_p99_ms", ".2f"),
                 ("connect max ms", "connect_max_ms", ",.0f"), ("SYN retries", "syn_retries", ",.0f"),
                 ("echo phase s", "echo_phase_s", ".2f"),
@@ -1466,12 +1399,12 @@ COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"),
                   ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
 
 
-def markdown(tables, sweeps=(), ceiling=None):
+def markdown(tables, sweeps=()):
     """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
     lines = ["Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         lines += table_markdown(table)
-    lines += sweeps_markdown(sweeps, tables, ceiling)
+    lines += sweeps_markdown(sweeps)
     return "\n".join(lines)
 
 
@@ -1484,8 +1417,7 @@ def table_markdown(table):
     if w.hold:
         lines += ["All connections opened ({} connects in flight{}) and held, then the messages; msgs/s and MB/s "
                   "are over the echo phase. A connect of {:g} s or more waited on a SYN retry (the server's listen "
-                  "queue was full); connects/s counts the others, over the connect phase less the time when only "
-                  "retried connects were in progress. "
+                  "queue was full). "
                   "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
                   .format(w.connecting, ", at most {:,.0f} started a second".format(w.connect_pace)
                           if w.connect_pace else "", SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
@@ -1517,9 +1449,8 @@ def spread_text(r):
     return text
 
 
-def sweeps_markdown(sweeps, tables, ceiling=None):
-    """The open-loop sweeps: the knees ranked (beside the closed-loop pingpong ranks
-    when that table was measured in the same run), then each server's steps."""
+def sweeps_markdown(sweeps):
+    """The open-loop sweeps: the knees ranked, then each server's steps."""
     if not sweeps:
         return []
     w, rates = sweeps[0]["workload"], sweeps[0]["rates"]
@@ -1531,45 +1462,24 @@ def sweeps_markdown(sweeps, tables, ceiling=None):
         "Connections start on a clock, whether or not earlier ones have finished; a response time counts from the "
         "connection's scheduled start to its last echo. {}; the client must have kept its schedule.".format(
             knee_rule_text().capitalize()), ""]
-    closed = {}
-    for table in tables:
-        if table["scenario"] == "pingpong":
-            closed = {row["server"]: row.get("rank") or "failed" for row in table["rows"]}
     lines += ["| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | started/s there "
-              "| replies/s there | errors there |" + (" closed-loop pingpong rank |" if closed else ""),
-              "|---:|---|---:|---:|---:|---:|---:|---:|" + ("---:|" if closed else "")]
+              "| replies/s there | errors there |",
+              "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
         # Equal knees share a rank: a tie at the top is the machine's limit, not a ranking.
         place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
         cells = knee_cells(s, place)
-        if closed:
-            cells.append(str(closed.get(s["server"], "-")))
         lines.append("| " + " | ".join(cells) + " |")
-    lines += [""] + ceiling_lines(ceiling)
+    lines += [""]
     for s in sweeps:
         lines += sweep_table_markdown(s["server"], s)
     return lines
-
-
-def ceiling_lines(ceiling):
-    """What the client itself could offer, measured against the cheapest server here."""
-    if ceiling is None:
-        return []
-    if ceiling["knee"] is None:
-        return ["The client's own ceiling was not measured: {} {}.".format(
-            ceiling["server"], "failed: " + ceiling["failed"] if ceiling["failed"] else "met the rule at no step"), ""]
-    return ["The client's own ceiling on this machine: {} connections/s{}, its knee against {} (the cheapest server "
-            "here, swept first). A knee that reaches it is written \"at least\": there the server kept up with all "
-            "the client could offer, and its own limit lies higher.".format(
-                rate_text(ceiling["knee"]), " or more" if ceiling["knee_at_top"] else "", ceiling["server"]), ""]
 
 
 def knee_text(s, unit=""):
     """A knee as the tables and the legend say it: "at least" where the server was not the limit."""
     if s["knee"] is None:
         return "failed" if s["failed"] else "none"
-    if s.get("knee_at_ceiling"):
-        return "at least " + rate_text(s["knee"]) + unit
     return rate_text(s["knee"]) + unit + (" or more" if s["knee_at_top"] else "")
 
 
@@ -1587,7 +1497,6 @@ def sweep_table_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
     if sweep["knee"] is not None:
         heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
-            ", the client's ceiling: its limit lies at or above it" if sweep.get("knee_at_ceiling") else
             ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
     elif sweep["failed"] and not sweep["steps"]:
         heading = "#### {}: failed".format(server)
@@ -1654,10 +1563,10 @@ LEGEND_X = LEFT + PLOT_W + 30
 BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
 
 
-def chart(tables, sweeps, ceiling=None):
+def chart(tables, sweeps):
     """The --svg file: the bars of the closed-loop tables, the three graphs of the
     sweeps, or both one above the other."""
-    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps, ceiling)] if sweeps else [])
+    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
     width, height, parts = max(f.width for f in figures), sum(f.height for f in figures), []
     y = 0
     for figure in figures:
@@ -1797,10 +1706,9 @@ def second_round(i):
     return ' stroke-dasharray="6,3"' if i >= len(COLOURS) else ""
 
 
-def sweep_svg(sweeps, ceiling=None):
+def sweep_svg(sweeps):
     """Three graphs stacked against the offered rate: reply rate, response time (p99,
-    and p50 dashed when few servers), errors. One line per server, one legend; a grey
-    line where the client's own ceiling lies."""
+    and p50 dashed when few servers), errors. One line per server, one legend."""
     points = [step for sweep in sweeps for step in sweep["steps"]]
     offered = [step["offered_rate"] for step in points] or [0, 1]
     x_low, x_high = min(offered), max(offered)
@@ -1820,12 +1728,6 @@ def sweep_svg(sweeps, ceiling=None):
         if n == 0:  # where a server that keeps up lies: replies = offered
             parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
                          'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
-        if ceiling and ceiling["knee"] is not None and x_low <= ceiling["knee"] <= x_high:
-            parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#888" stroke-width="2" '
-                         'stroke-dasharray="1,3"/>'.format(x(ceiling["knee"]), top, top + PLOT_H))
-            if n == 0:
-                parts.append(svg_text(x(ceiling["knee"]) - 4, top + 14, "the client's ceiling", text_anchor="end",
-                                      fill="#666"))
         if n == 2 and not any(step["errors"] for step in points):
             parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
                                   fill="#444"))
@@ -1946,8 +1848,8 @@ def whole(value):
 def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
-                 timeout=args.timeout, connect_timeout=args.timeout, budget=args.budget, hold=args.hold,
-                 connecting=args.connect_concurrency, connect_pace=args.connect_pace, duration=args.duration,
+                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold,
+                 connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency, duration=args.duration,
                  seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
 
@@ -1962,36 +1864,28 @@ def sweeps_from(args):
     if args.rate is not None:
         return "custom", args.rate.values, open_workload(args)
     for name in args.scenario or []:
-        if name in SWEEPS:
-            preset = SWEEPS[name]
-            return name, parse_rate(preset.rates).values, open_workload(args, preset.duration)
+        if PRESETS[name].rates:
+            return name, parse_rate(PRESETS[name].rates).values, open_workload(args, PRESETS[name].duration)
     return None
 
 
 def scenarios_from(args):
     """[(name, Workload, server --work)] for the closed-loop scenarios asked for."""
     if not args.scenario:
-        return [] if args.rate is not None else [("custom", workload(args), args.work)]
+        return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    for name in args.scenario:
-        if name in SWEEPS:
-            continue
-        p = PRESETS[name]
-        w = workload(args, clients=p.clients, connects=p.connects, messages=p.messages or 1, seconds=p.seconds)
-        if p.seconds:
-            w = dataclasses.replace(w, hold=name in HELD, connect_timeout=max(args.timeout, CONNECT_FLOOR),
-                                    budget=max(args.budget, CONNECT_FLOOR + p.seconds + 10))
-        elif name in SCALED:
-            w = dataclasses.replace(w, connects=max(1, round(p.connects * args.scale)))
-        elif name in HELD:
+    for name, p in ((name, PRESETS[name]) for name in args.scenario if not PRESETS[name].rates):
+        connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
+        w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
+                     hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
+        if p.held:
             # A message may wait behind every client's --work on one core, twice over for a shared machine.
             queue_s = 2 * p.clients * work_seconds(p.work)
             total = p.clients * p.connects * p.messages
-            w = dataclasses.replace(w, hold=True, connect_pace=args.connect_pace or HELD_PACE,
-                                    connect_timeout=max(args.timeout, CONNECT_FLOOR),
+            w = dataclasses.replace(w, connect_timeout=max(args.timeout, CONNECT_FLOOR),
                                     timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
-                                    budget=max(args.budget, math.ceil(CONNECT_FLOOR + total / SLOWEST
-                                                                      + total / p.clients * queue_s)))
+                                    budget=math.ceil(CONNECT_FLOOR + (p.seconds or 0) + total / SLOWEST
+                                                     + total / p.clients * queue_s))
         for size in p.sizes:
             label = name if len(p.sizes) == 1 else "{}-{}".format(name, size)
             chosen.append((label, dataclasses.replace(w, size=size), p.work))
@@ -2005,8 +1899,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     args.messages = getattr(args, "messages", None)
     for name in args.scenario or []:
-        if name not in PRESETS and name not in SWEEPS:
-            parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join([*PRESETS, *SWEEPS])))
+        if name not in PRESETS:
+            parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
     if args.hold and args.connects != 1:
         parser.error("--hold holds one connection per client: use it with --connects 1")
     if args.rate is not None and args.seconds:
@@ -2018,7 +1912,7 @@ def parse_args(argv):
             min(args.rate.values), args.duration))
     if args.rate is not None and args.scenario:
         parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
-    if len([name for name in args.scenario or [] if name in SWEEPS]) > 1:
+    if len([name for name in args.scenario or [] if PRESETS[name].rates]) > 1:
         parser.error("one open-loop sweep at a time")
     if not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg):
         parser.error("--servers, --server-args, --scenario, --markdown and --svg go with --all")
@@ -2046,8 +1940,7 @@ def build_parser():
     group.add_argument("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
                        "after its name: 'shared_socket --accept one,reuseport'")
     group.add_argument("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
-        PRESETS) + "; and " + ", ".join(SWEEPS) + " (open loop: {}/s, {:g} s each)".format(
-            SWEEPS["pingpong-sweep"].rates, SWEEPS["pingpong-sweep"].duration))
+        name + (" (open loop, {}/s)".format(p.rates) if p.rates else "") for name, p in PRESETS.items()))
     group.add_argument("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its "
                        "name (--host); reports the handshakes. Each connection makes a full handshake")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)")
@@ -2086,10 +1979,6 @@ def build_parser():
     group.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
                        help="connects in flight at once, over all worker processes: a burst of connects "
                             "overflows the server's listen queue and waits on SYN retries (default: %(default)s)")
-    group.add_argument("--connect-pace", type=number(1, MAX_RATE, float), metavar="R",
-                       help="closed loop: start at most R connects a second, over all worker processes "
-                            "(as well as at most K in flight); the c* presets pace at {:,} unless told".format(
-                                HELD_PACE))
     group.add_argument("--cafile", metavar="FILE",
                        help="with --tls, the CA certificates to verify the server against (default: the system's)")
     group.add_argument("--tls-resume", action="store_true",
@@ -2101,9 +1990,6 @@ def build_parser():
                             "article-* presets run (default: %(default)s)")
     group.add_argument("--repeat", type=number(1, 100), default=3,
                        metavar="N", help="with --all, measured runs per server; the median is shown (default: %(default)s)")
-    group.add_argument("--budget", type=number(1, 3600, float), default=30.0,
-                       metavar="S", help="with --all, seconds one run may take before the server is shown as failed "
-                            "(default: %(default)s)")
     group.add_argument("--work", type=number(0, 10**9), default=0,
                        metavar="N", help="with --all, start the servers with --work N (default: %(default)s)")
     return parser
@@ -2152,13 +2038,13 @@ def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
     entries = server_entries(args)
     tables = run_all(args, entries) if scenarios_from(args) else []
-    sweeps, ceiling = sweep_all(args, entries) if sweeps_from(args) else ([], None)
-    text = markdown(tables, sweeps, ceiling)
-    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps, "ceiling": ceiling}, indent=1) if args.json else text)
+    sweeps = sweep_all(args, entries) if sweeps_from(args) else []
+    text = markdown(tables, sweeps)
+    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps}, indent=1) if args.json else text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:
-        Path(args.svg).write_text(chart(tables, sweeps, ceiling))
+        Path(args.svg).write_text(chart(tables, sweeps))
     return 0
 
 

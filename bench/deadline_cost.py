@@ -19,8 +19,7 @@ from common import ROOT, SERVER_CORE, file_at, messages_per_cpu_second  # puts t
 from helpers import Server
 SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
     "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],
-    "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold",
-            "--connect-pace", "20000"],
+    "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold"],
 }
 
 

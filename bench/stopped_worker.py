@@ -32,6 +32,24 @@ RUNS = [("echo_shared_socket.py", ("--accept", "all")), ("echo_shared_socket.py"
         ("echo_shared_socket.py", ("--accept", "exclusive")), ("echo_reuseport.py", ()),
         ("echo_prefork.py", ()), ("echo_selectors_process.py", ())]
 
+# client.py --json, with two figures of this benchmark's own: how many responses took 100 ms or more,
+# and 1 s or more (a connection handed to the stopped worker waits for it), from the response times.
+WAITED = """
+import bisect, sys
+sys.path.insert(0, {root!r})
+import client
+combine_open = client.combine_open
+
+def with_waits(parts, w):
+    figures, responses = combine_open(parts, w), client.timings(parts, "responses")
+    figures.update(responses_over_100ms=len(responses) - bisect.bisect_left(responses, 0.1),
+                   responses_over_1s=len(responses) - bisect.bisect_left(responses, 1.0))
+    return figures
+
+client.combine_open = with_waits
+sys.exit(client.main())
+""".format(root=str(ROOT))
+
 
 def one_run(script, extra, workers, rate, stop):
     """The open-loop figures (client.py --json) of one run with a worker stopped meanwhile."""
@@ -43,7 +61,7 @@ def one_run(script, extra, workers, rate, stop):
                 pool = wait_for_workers(server.pid, workers)
             except AssertionError as e:
                 return {"failed": str(e)}
-            client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port),
+            client = subprocess.Popen([sys.executable, "-c", WAITED, "--port", str(server.port),
                                        "--rate", str(rate), "--duration", str(DURATION), "--procs", "1", "--json"],
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                       start_new_session=True)
