@@ -808,15 +808,199 @@ def percentile(ordered, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else None
 
 
+# ---- results: records whose fields say how every output writes them
+
+def figure(title, spec, line, unit="", when=False, table=False):
+    """A figure of a result record, declared once: its title, its format (a format spec, or a
+    function of the value) and unit drive the text (grouped in lines), the Markdown (a column
+    where table) and the JSON (its field name) alike. A figure `when` applies only sometimes
+    (held connections, TLS, the server's CPU under --all): where it is None it is left out."""
+    return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
+                                                     "when": when, "table": table})
+
+
+def ms_text(value):
+    """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
+    if value is None or value == 0:
+        return "-" if value is None else "0"
+    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
+        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
+
+
+def rate_text(rate):
+    return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
+
+
+def kinds_text(kinds, w=None):
+    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the
+    workload w, in words with their bounds: "2 reset, 1 no echo within 10 s"."""
+    bounds = dataclasses.asdict(w) if w is not None else None
+    return ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**bounds) if bounds else kind)
+                     for kind, n in kinds.items()) or "-"
+
+
+def yes(value):
+    return "yes" if value else "no"
+
+
+def share(value):
+    return "{:.0%}".format(value)
+
+
+COUNT, RATE, SECONDS = "{:,}", "{:,.0f}", "{:.2f}"
+WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.61/0.39"
+
+
+def tls_figures():
+    """The handshake's figures (--tls), the same in closed and open loop."""
+    return {"tls_version": figure("tls version", str, "tls", when=True),
+            "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
+            "handshakes_per_s": figure("tls handshakes/s", "{:,.1f}", "tls", when=True),
+            "handshakes_resumed": figure("tls resumed", lambda n: "{:,}{}".format(n, "" if n else " (each a full "
+                                                                                  "handshake)"), "tls", when=True),
+            "handshake_p50_ms": figure("handshake p50", ms_text, "handshake", "ms", when=True),
+            "handshake_p99_ms": figure("handshake p99", ms_text, "handshake", "ms", when=True),
+            "handshake_max_ms": figure("handshake max", ms_text, "handshake", "ms", when=True)}
+
+
+def connect_figures():
+    return {"connect_p50_ms": figure("connect p50", ms_text, "connect", "ms"),
+            "connect_p99_ms": figure("connect p99", ms_text, "connect", "ms", table=True),
+            "connect_max_ms": figure("connect max", ms_text, "connect", "ms"),
+            "syn_retries": figure("SYN retries", COUNT, "connect", table=True),
+            "max_open": figure("most open", COUNT, "connect", table=True)}
+
+
+def client_figures(per, errors_column):
+    return {"client_cpu_s": figure("client CPU", SECONDS, "client", "s", table=True),
+            "client_us": figure("client CPU per " + per, "{:.1f}", "client", "us"),
+            "client_ports_exhausted": figure("client out of local ports", COUNT, "client"),
+            "client_descriptors_exhausted": figure("client out of descriptors", COUNT, "client"),
+            "errors": figure("errors", COUNT, "errors", table=errors_column),
+            "error_kinds": figure("errors by kind", kinds_text, "errors")}
+
+
+def record(name, doc, figures):
+    """A result record: a dataclass of figures, each with its title and format in its metadata, after
+    the server it measured and why it failed (--all's rows)."""
+    cls = dataclasses.make_dataclass(name, [("server", object, None), ("failed", object, None)] + [
+        (key, object, f) for key, f in figures.items()])
+    cls.__doc__ = doc
+    return cls
+
+
+Run = record("Run", "A closed-loop run against one server, or the medians of --all's measured runs.", {
+    "connect_s": figure("connect", "{:.5f}", "article", "s", when=True, table=True),
+    "echo_s": figure("echo", "{:.5f}", "article", "s", when=True, table=True),
+    "total_s": figure("total", "{:.5f}", "article", "s", when=True, table=True),
+    "connect_phase_s": figure("connect phase", "{:.3f}", "phases", "s", when=True, table=True),
+    "echo_phase_s": figure("echo phase", "{:.3f}", "phases", "s", when=True, table=True),
+    "messages": figure("messages verified", COUNT, "messages"),
+    "expected": figure("messages expected", COUNT, "messages"),
+    "wall_s": figure("messages in", "{:.3f}", "messages", "s"),
+    "connections": figure("connections completed", COUNT, "messages"),
+    "msgs_per_s": figure("msgs/s", RATE, "rates", table=True),
+    "mb_per_s": figure("MB/s", SECONDS, "rates", table=True),
+    "conns_per_s": figure("connections/s", RATE, "rates"),
+    **connect_figures(),
+    "p50_ms": figure("latency p50", ms_text, "latency", "ms"),
+    "p90_ms": figure("latency p90", ms_text, "latency", "ms"),
+    "p99_ms": figure("latency p99", ms_text, "latency", "ms", table=True),
+    "max_ms": figure("latency max", ms_text, "latency", "ms"),
+    **tls_figures(),
+    "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True, table=True),
+    "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
+    # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
+    "client_bound": figure("client-bound", yes, "server", when=True, table=True),
+    # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
+    "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU("{:.2f}".format(x) for x in s), "server", "s",
+                           when=True, table=True),
+    "busiest_cpu_share": figure("busiest worker's share", share, "server", when=True, table=True),
+    "even_share": figure("even share", share, "server", when=True, table=True),
+    **client_figures("message", False),  # --all's rows are runs without an error
+})
+
+Step = record("Step", "One open-loop rate against one server (a step of a sweep).", {
+    "offered_rate": figure("offered/s", rate_text, "offered", table=True),
+    "duration_s": figure("offered for", "{:g}", "offered", "s"),
+    "scheduled": figure("offered connections", COUNT, "offered"),
+    "started": figure("started", COUNT, "schedule"),
+    "achieved_rate": figure("started/s", RATE, "schedule", table=True),
+    "behind_ms": figure("behind", ms_text, "schedule", "ms", table=True),
+    "kept_schedule": figure("schedule kept", yes, "schedule"),
+    "connections": figure("replies", COUNT, "replies"),
+    "reply_rate": figure("replies/s", RATE, "replies", table=True),
+    "messages": figure("messages verified", COUNT, "messages"),
+    "expected": figure("messages expected", COUNT, "messages"),
+    "mb_per_s": figure("MB/s", SECONDS, "messages"),
+    "p50_ms": figure("response p50", ms_text, "response", "ms", table=True),
+    "p90_ms": figure("response p90", ms_text, "response", "ms", table=True),
+    "p99_ms": figure("response p99", ms_text, "response", "ms", table=True),
+    "max_ms": figure("response max", ms_text, "response", "ms", table=True),
+    **connect_figures(),
+    **tls_figures(),
+    "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True),
+    **client_figures("connection", True),
+})
+
+
+def figures_of(cls):
+    """A record's figures in order: [(field name, metadata)]."""
+    return [(f.name, f.metadata) for f in dataclasses.fields(cls) if f.metadata]
+
+
+def shown(r, table=False):
+    """The figures r carries: [(name, metadata, value)], a figure that applies only sometimes left out where None."""
+    return [(name, m, getattr(r, name)) for name, m in figures_of(type(r))
+            if (m["table"] or not table) and not (m["when"] and getattr(r, name) is None)]
+
+
+def cell(m, value):
+    """One figure written as text: "-" where there is none."""
+    if value is None:
+        return "-"
+    return m["spec"](value) if callable(m["spec"]) else m["spec"].format(value)
+
+
+def column(m):
+    """A figure's title in a table: its title and unit."""
+    return m["title"] + (" " + m["unit"] if m["unit"] else "")
+
+
+def text_lines(r):
+    """The text report: one line per group of figures, each as its title (less the line's name), value and unit."""
+    lines = {}
+    for name, m, value in shown(r):
+        title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
+            "" if m["title"] == m["line"] else m["title"]
+        lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"]) if x))
+    return ["{:<10} {}".format(line, "   ".join(items)) for line, items in lines.items()]
+
+
+def as_dict(value):
+    """JSON for a record (the figures it carries) or a Workload (its fields)."""
+    if isinstance(value, (Run, Step)):  # an --all row says which server, and whether it failed
+        row = {"server": value.server, "failed": value.failed} if value.server else {}
+        return dict(row, **{name: v for name, _, v in shown(value)})
+    return dataclasses.asdict(value)
+
+
+# ---- combining the workers' figures into a record
+
 def counted(parts):
     """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
     errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_KINDS}
-    return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
-            "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
-            "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
-            "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
-            "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
-            "client_cpu_s": sum(p["cpu"] for p in parts)}
+    cpu = sum(p["cpu"] for p in parts)
+    ordered = timings(parts, "connect_times")
+    figures = {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
+               "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
+               "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
+               "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
+               "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
+               "client_cpu_s": cpu, "connect_p50_ms": percentile(ordered, 0.50),
+               "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
+               "syn_retries": len(ordered) - bisect.bisect_left(ordered, SYN_RETRY)}
+    return figures
 
 
 def handshake_figures(parts, seconds):
@@ -825,59 +1009,46 @@ def handshake_figures(parts, seconds):
     ordered = timings(parts, "handshakes")
     return {"handshakes": len(ordered), "handshakes_per_s": len(ordered) / seconds if seconds else 0.0,
             "handshakes_resumed": sum(p["resumed"] for p in parts),
-            "tls_version": next((p["tls_version"] for p in parts if p["tls_version"]), None),
+            "tls_version": next((p["tls_version"] for p in parts if p["tls_version"]), "none"),
             "handshake_p50_ms": percentile(ordered, 0.50), "handshake_p99_ms": percentile(ordered, 0.99),
-            "handshake_max_ms": ordered[-1] * 1000 if ordered else None}
+            "handshake_max_ms": percentile(ordered, 1.0)}
 
 
 def combine(parts, w):
     """Closed loop: the article's averages, rates over the run (or its echo phase), latency per message."""
     figures = counted(parts)
     messages, connections = figures["messages"], figures["connections"]
+    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, messages)
     attempted = w.clients * w.connects
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = timings(parts, "latencies")
-    # With hold, the two phases of the tiny-asyncio tables: every connection open, then every echo.
-    phases = {"connect_phase_s": None, "echo_phase_s": None}
-    if w.hold:
-        phases = {"connect_phase_s": max(p["held_at"] for p in parts) - min(p["start"] for p in parts),
-                  "echo_phase_s": max(p["end"] for p in parts) - min(p["echo_start"] for p in parts)}
-    rated = phases["echo_phase_s"] or wall  # held connections: rates over the echo phase
-    # The article's three figures: averages per connection.
-    connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
-    echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
-    connects = connect_figures(parts)
+    if w.hold:  # the two phases of the tiny-asyncio tables: every connection open, then every echo
+        figures.update(connect_phase_s=max(p["held_at"] for p in parts) - min(p["start"] for p in parts),
+                       echo_phase_s=max(p["end"] for p in parts) - min(p["echo_start"] for p in parts))
+    else:  # the article's three figures: averages per connection
+        connect_s = sum(p["connect_sum"] for p in parts) / max(1, attempted)
+        echo_s = sum(p["echo_sum"] for p in parts) / max(1, connections)
+        figures.update(connect_s=connect_s, echo_s=echo_s, total_s=connect_s + echo_s)
+    rated = figures.get("echo_phase_s") or wall  # held connections: rates over the echo phase
+    if w.tls:  # over the connect phase where the connections are held
+        figures.update(handshake_figures(parts, figures.get("connect_phase_s") or wall))
     # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
     # did not is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
-    if w.tls:  # over the connect phase where the connections are held
-        figures.update(handshake_figures(parts, phases["connect_phase_s"] or wall))
-    return dict(figures, **phases, **connects, **{
-        "expected": expected,
-        "connect_s": connect_s, "echo_s": echo_s, "total_s": connect_s + echo_s, "wall_s": wall,
-        "msgs_per_s": messages / rated if rated else 0.0,
-        "mb_per_s": messages * w.size / rated / 1e6 if rated else 0.0,
-        "conns_per_s": connections / wall if wall else 0.0,
-        "p50_ms": percentile(ordered, 0.50), "p90_ms": percentile(ordered, 0.90),
-        "p99_ms": percentile(ordered, 0.99), "max_ms": ordered[-1] * 1000 if ordered else None,
-    })
-
-
-def connect_figures(parts):
-    """What the connects took: p50, p99 and max from connect() to connected, and how many waited on a SYN retry."""
-    ordered = timings(parts, "connect_times")
-    return {"connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
-            "connect_max_ms": ordered[-1] * 1000 if ordered else None,
-            "syn_retries": len(ordered) - bisect.bisect_left(ordered, SYN_RETRY)}
+    return Run(**figures, expected=expected, wall_s=wall,
+               msgs_per_s=messages / rated if rated else 0.0, mb_per_s=messages * w.size / rated / 1e6 if rated else 0.0,
+               conns_per_s=connections / wall if wall else 0.0, p50_ms=percentile(ordered, 0.50),
+               p90_ms=percentile(ordered, 0.90), p99_ms=percentile(ordered, 0.99), max_ms=percentile(ordered, 1.0))
 
 
 def combine_open(parts, w):
     """Open loop: the offered and achieved start rates, the reply rate, and response
     times from each connection's scheduled start, as httperf and wrk2 report them."""
+    started = sum(p["started"] for p in parts)
     figures = counted(parts)
+    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, started)
     rate, duration = w.rate, w.duration
     start = min(p["start"] for p in parts)
-    started = sum(p["started"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
     lasts = [p["last_start"] for p in parts if p["last_start"] is not None]
     # Starts per second from the first to the last: the offered rate, if the client kept its schedule.
@@ -885,25 +1056,16 @@ def combine_open(parts, w):
     achieved = (started - 1) / spread if started > 1 and spread > 0 else float(rate if started else 0)
     done = [p["last_done"] for p in parts if p["last_done"] is not None]
     # Completions per second over the arrivals' duration, or longer when the replies came later.
-    span = max(done) - start if done else 0.0
+    span = max(duration, max(done) - start if done else 0.0)
     responses = timings(parts, "responses")
-    connects = connect_figures(parts)
     if w.tls:
-        figures.update(handshake_figures(parts, max(duration, span)))
-    return dict(figures, **{
-        "offered_rate": rate, "duration_s": duration, "scheduled": round(rate * duration),
-        "started": started, "achieved_rate": achieved,
-        "behind_ms": max(p["behind"] for p in parts) * 1000,
-        "kept_schedule": achieved >= KEPT_SCHEDULE * rate,
-        "reply_rate": figures["connections"] / max(duration, span),
-        "expected": round(rate * duration) * w.messages,
-        "p50_ms": percentile(responses, 0.50), "p90_ms": percentile(responses, 0.90),
-        "p99_ms": percentile(responses, 0.99), "max_ms": responses[-1] * 1000 if responses else None,
-        **connects,
-        "mb_per_s": figures["messages"] * w.size / max(duration, span) / 1e6,
-    })
-
-
+        figures.update(handshake_figures(parts, span))
+    return Step(**figures, offered_rate=rate, duration_s=duration, scheduled=round(rate * duration), started=started,
+                achieved_rate=achieved, behind_ms=max(p["behind"] for p in parts) * 1000,
+                kept_schedule=achieved >= KEPT_SCHEDULE * rate, reply_rate=figures["connections"] / span,
+                expected=round(rate * duration) * w.messages, mb_per_s=figures["messages"] * w.size / span / 1e6,
+                p50_ms=percentile(responses, 0.50), p90_ms=percentile(responses, 0.90),
+                p99_ms=percentile(responses, 0.99), max_ms=percentile(responses, 1.0))
 
 
 # ---- the open loop's sweep and knee
@@ -921,9 +1083,9 @@ def sweep(host, port, rates, w, procs, name, server=None):
             break
         before = server.cpu() if server is not None else None
         step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
-        step["server_cpu_s"] = None if before is None else server.cpu() - before
+        step.server_cpu_s = None if before is None else server.cpu() - before
         steps.append(step)
-        print(step_line(name, step), file=sys.stderr, flush=True)
+        note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
             result["stopped_early"], result["client_limited"] = True, client_limited(steps)
             break
@@ -942,16 +1104,16 @@ def no_sweep(name, failed=None):
 def meets(step, rule=KNEE_RULE):
     """True when step is within the rule: no error, replies kept up, p99 under the bound,
     and the client kept its schedule (else the rate was not really offered)."""
-    return (step["kept_schedule"] and step["connections"] > 0 and step["errors"] <= rule["max_errors"]
-            and step["reply_rate"] >= rule["min_reply_ratio"] * step["offered_rate"]
-            and step["p99_ms"] is not None and step["p99_ms"] <= rule["max_p99_ms"])
+    return (step.kept_schedule and step.connections > 0 and step.errors <= rule["max_errors"]
+            and step.reply_rate >= rule["min_reply_ratio"] * step.offered_rate
+            and step.p99_ms is not None and step.p99_ms <= rule["max_p99_ms"])
 
 
 def knee(steps, rule=KNEE_RULE):
     """The highest offered rate whose step meets the rule, or None. The highest, not
     the last before a miss: one hiccup of a shared machine at a low rate must not
     hide the rates the server handled above it."""
-    rates = [step["offered_rate"] for step in steps if meets(step, rule)]
+    rates = [step.offered_rate for step in steps if meets(step, rule)]
     return max(rates) if rates else None
 
 
@@ -961,23 +1123,21 @@ def past_limit(steps):
     Two in a row, so that one bad step on a shared machine does not end a sweep;
     rates above them would only add timeouts and minutes."""
     def over(step):
-        attempted = step["connections"] + step["errors"]
-        return step["kept_schedule"] and (step["errors"] > PAST_ERROR_SHARE * attempted
-                                          or step["reply_rate"] < PAST_REPLY_RATIO * step["offered_rate"])
+        return step.kept_schedule and (error_share(step) > 100 * PAST_ERROR_SHARE
+                                       or step.reply_rate < PAST_REPLY_RATIO * step.offered_rate)
     return len(steps) >= 2 and over(steps[-1]) and over(steps[-2])
 
 
 def client_limited(steps):
     """Stop a sweep: the client could not keep its schedule two steps in a row, so
     higher rates would not be offered either."""
-    return len(steps) >= 2 and not steps[-1]["kept_schedule"] and not steps[-2]["kept_schedule"]
+    return len(steps) >= 2 and not steps[-1].kept_schedule and not steps[-2].kept_schedule
 
 
 def error_share(step):
     """Errors as a percentage of the connections the step attempted."""
-    attempted = step["connections"] + step["errors"]
-    return 100.0 * step["errors"] / attempted if attempted else 0.0
-
+    attempted = step.connections + step.errors
+    return 100.0 * step.errors / attempted if attempted else 0.0
 
 
 # ---------------------------------------------------------------- --all: every server, ranked
@@ -1135,9 +1295,8 @@ def declared(script):
 
 def why_failed(result, w, name):
     """A failed run in words: what happened, and the pattern's known limit."""
-    happened = kinds_text(result["error_kinds"], w)
-    text = "{:,} of {:,} messages echoed; {}".format(result["messages"], result["expected"],
-                                                    happened or "no error counted")
+    happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
+    text = "{:,} of {:,} messages echoed; {}".format(result.messages, result.expected, happened)
     limit = LIMITS.get(name.split()[0])
     return text + ("; the pattern's limit: " + limit if limit else "")
 
@@ -1185,15 +1344,15 @@ def run_all(args, entries):
                 before, workers_before = server.cpu(), server.workers_cpu()
                 result = measure("127.0.0.1", server.port, server.load(load), args.procs)
                 after, workers_after = server.cpu(), server.workers_cpu()
-                result["server_cpu_s"] = None if before is None else after - before
+                result.server_cpu_s = None if before is None else after - before
                 if rep and workers_after is not None:  # each worker's CPU in this run (not the warm-up);
                     for pid, seconds in workers_after.items():  # one started during the run, from its start
                         used = seconds - (workers_before or {}).get(pid, 0.0)
                         row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
-                print("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
+                note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
-                    result["msgs_per_s"], result["errors"]), file=sys.stderr, flush=True)
-                if result["errors"] or result["messages"] != result["expected"]:
+                    result.msgs_per_s, result.errors))
+                if result.errors or result.messages != result.expected:
                     row["failed"] = why_failed(result, load, server.name)
                     # Stopped now: a server that failed may still be working through what it was
                     # sent (10,000 threads running --work), and would slow the next server's run.
@@ -1204,94 +1363,45 @@ def run_all(args, entries):
             for server in servers:
                 server.stop()
         tables.append({"scenario": label, "workload": w, "server_work": work,
-                       "rows": rank([summarize(row) for row in rows.values()])})
+                       "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
 
 
-def summarize(row):
-    """The median of the measured runs, for each figure."""
-    runs = row.pop("runs")
-    if row["failed"] or not runs:
-        del row["worker_cpu"]
-        row["failed"] = row["failed"] or "no measured run"
-        return row
-    for key in ("connect_s", "echo_s", "total_s", "msgs_per_s", "mb_per_s", "conns_per_s", "p99_ms",
-                "server_cpu_s", "client_cpu_s", "connect_phase_s", "echo_phase_s", "max_open",
-                "connect_p50_ms", "connect_p99_ms", "connect_max_ms", "syn_retries",
-                *(("handshakes_per_s", "handshake_p50_ms", "handshake_p99_ms") if "handshakes" in runs[0] else ())):
-        values = [r[key] for r in runs if r[key] is not None]
-        row[key] = statistics.median(values) if values else None
-    row["messages"] = runs[0]["messages"]
-    row.update(spread(row.pop("worker_cpu"), len(runs)))
-    cpu = row["server_cpu_s"]
-    row["msgs_per_server_cpu_s"] = row["messages"] / cpu if cpu else None
-    # The client spent more CPU than the server: the figure is as much the client's as the server's.
-    row["client_bound"] = bool(cpu is not None and row["client_cpu_s"] > cpu)
+def summarize(server, runs, failed, worker_cpu):
+    """A server's row: the median of the measured runs for each figure it declares (the first run's
+    where a figure is not a number), how its workers shared the work, and its messages per CPU-second."""
+    if failed or not runs:
+        return Run(server=server, failed=failed or "no measured run")
+    row = Run(server=server)
+    for name, _ in figures_of(Run):
+        values = [getattr(r, name) for r in runs if getattr(r, name) is not None]
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values)
+        setattr(row, name, (statistics.median(values) if numbers else values[0]) if values else getattr(row, name))
+    if worker_cpu:  # each worker's CPU seconds in a run (the mean over the runs, busiest first)
+        row.worker_cpu_s = sorted((round(s / len(runs), 3) for s in worker_cpu.values()), reverse=True)
+        total = sum(row.worker_cpu_s)
+        row.busiest_cpu_share, row.even_share = row.worker_cpu_s[0] / total if total else None, 1 / len(worker_cpu)
+    if row.server_cpu_s is not None:
+        row.msgs_per_server_cpu_s = row.messages / row.server_cpu_s if row.server_cpu_s else None
+        row.client_bound = row.client_cpu_s > row.server_cpu_s
     return row
 
 
-def spread(worker_cpu, runs):
-    """How the measured runs' work fell on the workers: each one's CPU seconds in a run (the
-    mean over the runs, busiest first), and the busiest worker's share of the workers' CPU beside
-    an even share (1/N). What a worker used in a run it did not outlive is lost with it."""
-    if not worker_cpu:
-        return {"worker_cpu_s": None, "busiest_cpu_share": None, "even_share": None}
-    seconds = sorted((round(s / runs, 3) for s in worker_cpu.values()), reverse=True)
-    total = sum(seconds)
-    return {"worker_cpu_s": seconds, "busiest_cpu_share": seconds[0] / total if total else None,
-            "even_share": 1 / len(seconds)}
-
-
 def rank(rows):
-    good = sorted((r for r in rows if not r["failed"]), key=lambda r: -r["msgs_per_s"])
-    for n, row in enumerate(good, 1):
-        row["rank"] = n
-    return good + sorted((r for r in rows if r["failed"]), key=lambda r: r["server"])
-
-
+    """The servers that passed, fastest first, then those that failed."""
+    return sorted((r for r in rows if not r.failed), key=lambda r: -r.msgs_per_s) + sorted(
+        (r for r in rows if r.failed), key=lambda r: r.server)
 
 
 # ---------------------------------------------------------------- reporting: text, Markdown and SVG
 
-# ---- text
-
 def describe(w):
-    if w.seconds:
-        return "{} clients x {} connections x messages of {} B for {:g} s".format(w.clients, w.connects, w.size,
-                                                                                 w.seconds)
-    return "{} clients x {} connections x {} messages of {} B".format(w.clients, w.connects, w.messages, w.size)
-
-
-def rate_text(rate):
-    return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
-
-
-def ms_text(value):
-    """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
-    if value is None or value == 0:
-        return "-" if value is None else "0"
-    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
-        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
-
-
-def kinds_text(kinds, w=None):
-    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the
-    workload w, in words with their bounds: "2 reset, 1 no echo within 10 s"."""
-    bounds = dataclasses.asdict(w) if w is not None else None
-    return ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**bounds) if bounds else kind)
-                     for kind, n in kinds.items())
-
-
-def errors_text(figures):
-    """A run's or a step's errors: 0, or the count and its kinds: 3 (2 reset, 1 mismatch)."""
-    if not figures["errors"]:
-        return "0"
-    return "{:,} ({})".format(figures["errors"], kinds_text(figures["error_kinds"]))
-
-
-def retries_text(count):
-    return "{:,} waited on a SYN retry (connect >= {:g} s: the listen queue was full)".format(
-        count, SYN_RETRY)
+    """The workload, as the text report's first line and a table's heading say it."""
+    if w.rate:
+        return "{} connections/s for {:g} s, {} exchange{} of {} B each".format(
+            rate_text(w.rate), w.duration, w.messages, "s" if w.messages > 1 else "", w.size)
+    return "{} clients x {} connections x {} of {} B".format(w.clients, w.connects, "messages for {:g} s".format(
+        w.seconds) if w.seconds else "{} messages".format(w.messages), w.size)
 
 
 def knee_rule_text(rule=KNEE_RULE):
@@ -1300,153 +1410,70 @@ def knee_rule_text(rule=KNEE_RULE):
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
-def report(result, w, procs, out=sys.stdout):
-    """The single-server report: the article's three figures, then the rest."""
-    r = result
-    print("workload   {} ({} client processes)".format(describe(w), procs), file=out)
-    print("article    connect {:.5f} s   echo {:.5f} s   total {:.5f} s   (averages per connection)".format(
-        r["connect_s"], r["echo_s"], r["total_s"]), file=out)
-    print("verified   {} of {} messages in {:.2f} s: {:,.0f} msgs/s, {:.2f} MB/s, {:,.0f} connections/s".format(
-        r["messages"], r["expected"], r["wall_s"], r["msgs_per_s"], r["mb_per_s"], r["conns_per_s"]), file=out)
-    if r["connect_phase_s"] is not None:
-        print("phases     connect {:.3f} s ({:,} connections open at once), then echo {:.3f} s "
-              "(msgs/s and MB/s are over the echo phase)".format(r["connect_phase_s"], r["max_open"],
-                                                                r["echo_phase_s"]), file=out)
-    if r["connect_phase_s"] is not None or r["syn_retries"]:
-        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}".format(
-            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
-            retries_text(r["syn_retries"])), file=out)
-    if r["p50_ms"] is not None:
-        print("latency    p50 {:.3f} ms   p90 {:.3f} ms   p99 {:.3f} ms   max {:.3f} ms".format(
-            r["p50_ms"], r["p90_ms"], r["p99_ms"], r["max_ms"]), file=out)
-    tls_lines(r, out)
-    print("client CPU {:.2f} s ({:.1f} us a message)".format(
-        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["messages"])), file=out)
-    print("errors     " + errors_text(r), file=out)
-
-
-def report_open(r, w, procs, out=sys.stdout):
-    """The single-server report of one open-loop rate."""
-    print("open loop  {} connections/s offered for {:g} s, {} exchange{} of {} B each ({} client processes)".format(
-        rate_text(r["offered_rate"]), w.duration, w.messages, "s" if w.messages > 1 else "", w.size,
-        procs), file=out)
-    print("schedule   {:,} connections started at {:,.1f}/s, at most {} ms behind schedule".format(
-        r["started"], r["achieved_rate"], ms_text(r["behind_ms"])), file=out)
-    if not r["kept_schedule"]:
-        print("           the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
-              "not offered, and the response times include the client's own lag; add --procs or lower --rate"
-              .format(100 * KEPT_SCHEDULE), file=out)
-    print("replies    {:,} of {:,} connections completed: {:,.1f}/s; {:,} messages verified".format(
-        r["connections"], r["scheduled"], r["reply_rate"], r["messages"]), file=out)
-    if r["p50_ms"] is not None:
-        print("response   p50 {} ms   p90 {} ms   p99 {} ms   max {} ms   (from each connection's scheduled "
-              "start to its last echo)".format(*(ms_text(r[k]) for k in ("p50_ms", "p90_ms", "p99_ms", "max_ms"))),
-              file=out)
-        print("connect    p50 {} ms   p99 {} ms   max {} ms; {}; at most {:,} connections open at once".format(
-            ms_text(r["connect_p50_ms"]), ms_text(r["connect_p99_ms"]), ms_text(r["connect_max_ms"]),
-            retries_text(r["syn_retries"]), r["max_open"]), file=out)
-    tls_lines(r, out)
-    print("client CPU {:.2f} s ({:.0f} us a connection)".format(
-        r["client_cpu_s"], 1e6 * r["client_cpu_s"] / max(1, r["started"])), file=out)
-    client_side(r, out)
-    print("errors     " + errors_text(r), file=out)
-
-
-def tls_lines(r, out):
-    """TLS (--tls): the handshakes, their rate and latency, and whether sessions were resumed."""
-    if "handshakes" not in r:
-        return
-    print("tls        {}: {:,} handshakes, {:,.1f}/s; {}".format(
-        r["tls_version"] or "no handshake", r["handshakes"], r["handshakes_per_s"],
-        "{:,} resumed a session".format(r["handshakes_resumed"]) if r["handshakes_resumed"] else
-        "each a full handshake (no session resumed)"), file=out)
-    print("handshake  p50 {} ms   p99 {} ms   max {} ms   (from TCP connected to the handshake done)".format(
-        *(ms_text(r[k]) for k in ("handshake_p50_ms", "handshake_p99_ms", "handshake_max_ms"))), file=out)
-
-
-def client_side(r, out):
-    """The client's own limits, said apart from the server's errors."""
-    if r["client_ports_exhausted"]:
-        print("client     ran out of local ports {:,} times (EADDRNOTAVAIL: ports wait in TIME_WAIT); "
-              "not counted against the server".format(r["client_ports_exhausted"]), file=out)
-    if r["client_descriptors_exhausted"]:
-        print("client     ran out of file descriptors {:,} times (raise ulimit -n); not counted against the "
-              "server".format(r["client_descriptors_exhausted"]), file=out)
-
-
-def step_line(server, step):
-    """The progress line for one step, on stderr."""
-    return "{} {}/s: started {:,.0f}/s ({} ms behind{}), replies {:,.0f}/s, p99 {} ms, {} errors".format(
-        server, rate_text(step["offered_rate"]), step["achieved_rate"], ms_text(step["behind_ms"]),
-        "" if step["kept_schedule"] else ": the client fell behind its schedule",
-        step["reply_rate"], ms_text(step["p99_ms"]), step["errors"])
+def report(r, w, procs, out=sys.stdout):
+    """The single-server report: the workload, the record's figures line by line, then what they mean."""
+    print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
+    print("\n".join(text_lines(r)), file=out)
+    notes = []
+    if getattr(r, "connect_s", None) is not None:
+        notes.append("the article's three figures (connect, echo, total) are averages per connection")
+    if getattr(r, "connect_phase_s", None) is not None:
+        notes.append("every connection was opened and held, then the messages went: msgs/s and MB/s are over "
+                     "the echo phase")
+    if r.syn_retries:
+        notes.append("a connect of {:g} s or more waited on a SYN retry: the server's listen queue was full".format(
+            SYN_RETRY))
+    if isinstance(r, Step):
+        notes.append("a response time counts from the connection's scheduled start to its last echo")
+        if not r.kept_schedule:
+            notes.append("the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
+                         "not offered, and the response times include the client's own lag; add --procs or lower "
+                         "--rate".format(100 * KEPT_SCHEDULE))
+    if r.client_ports_exhausted or r.client_descriptors_exhausted:
+        notes.append("the client ran out of local ports (EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: "
+                     "not counted against the server")
+    for text in notes:
+        print("{:<10} {}".format("note", text), file=out)
 
 
 # ---- Markdown
-
-def fmt(value, spec):
-    return "-" if value is None else format(value, spec)
-
-
-# The leading columns: the article's averages per connection, or the two phases of held connections.
-ARTICLE_COLUMNS = [("connect s", "connect_s", ".5f"), ("echo s", "echo_s", ".5f"), ("total s", "total_s", ".5f")]
-HELD_COLUMNS = [("connect phase s", "connect_phase_s", ".2f"),
-                ("connect p50 ms", "connect_p50_ms", ".2f"), ("connect p99 ms", "connect_p99_ms", ".2f"),
-                ("connect max ms", "connect_max_ms", ",.0f"), ("SYN retries", "syn_retries", ",.0f"),
-                ("echo phase s", "echo_phase_s", ".2f"),
-                ("most open", "max_open", ",.0f")]
-COMMON_COLUMNS = [("msgs/s", "msgs_per_s", ",.0f"), ("MB/s", "mb_per_s", ".2f"), ("p99 ms", "p99_ms", ".2f"),
-                  ("server CPU s", "server_cpu_s", ".2f"), ("msgs per server CPU-s", "msgs_per_server_cpu_s", ",.0f")]
-
 
 def markdown(tables, sweeps=()):
     """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
     lines = ["Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         lines += table_markdown(table)
-    lines += sweeps_markdown(sweeps)
-    return "\n".join(lines)
+    return "\n".join(lines + sweeps_markdown(sweeps))
+
+
+def table_lines(records, first=()):
+    """Records as a Markdown table: a column per table figure that any of them carries, after the
+    leading columns first ([(title, function of a record)])."""
+    carried = {name for r in records for name, _, _ in shown(r, table=True)}
+    columns = [(name, m) for name, m in figures_of(type(records[0])) if name in carried] if records else []
+    lines = ["| " + " | ".join([title for title, _ in first] + [column(m) for _, m in columns]) + " |",
+             "|" + "---|" * len(first) + "---:|" * len(columns)]
+    for r in records:
+        lines.append("| " + " | ".join([get(r) for _, get in first] + [cell(m, getattr(r, name))
+                                                                      for name, m in columns]) + " |")
+    return lines + [""]
 
 
 def table_markdown(table):
     """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
     w = table["workload"]
-    columns = (HELD_COLUMNS if w.hold else ARTICLE_COLUMNS) + COMMON_COLUMNS
     lines = ["### {}: {}{}".format(table["scenario"], describe(w), ", servers run --work {}".format(
         table["server_work"]) if table["server_work"] else ""), ""]
     if w.hold:
-        lines += ["All connections opened ({} connects in flight{}) and held, then the messages; msgs/s and MB/s "
-                  "are over the echo phase. A connect of {:g} s or more waited on a SYN retry (the server's listen "
-                  "queue was full). "
-                  "Bounds: a connect {:g} s, an echo {:g} s, the whole run {:g} s."
-                  .format(w.connecting, ", at most {:,.0f} started a second".format(w.connect_pace)
-                          if w.connect_pace else "", SYN_RETRY, w.connect_timeout, w.timeout, w.budget), ""]
-    # The workers' CPU, where there is a pool of them and /proc to read it from (Linux).
-    per_worker = any(r.get("worker_cpu_s") for r in table["rows"])
-    lines += ["| rank | server | " + " | ".join(title for title, _, _ in columns) + (
-        " | CPU per worker |" if per_worker else " |"), "|---:|---|" + "---:|" * len(columns) + (
-        "---|" if per_worker else "")]
-    for r in table["rows"]:
-        spread = [spread_text(r)] if per_worker else []
-        if r["failed"]:
-            cells = ["failed: " + r["failed"]] + [""] * (len(columns) - 1) + spread
-            lines.append("| - | {} | {} |".format(r["server"], " | ".join(cells)))
-            continue
-        cells = [fmt(r[key], spec) for _, key, spec in columns]
-        cells[-1] += " (client-bound)" if r["client_bound"] else ""
-        lines.append("| {} | {} | {} |".format(r["rank"], r["server"], " | ".join(cells + spread)))
+        lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
+                  "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
+                  "SYN retry (the server's listen queue was full). Bounds: a connect {:g} s, an echo {:g} s, the "
+                  "whole run {:g} s.".format(w.connecting, w.connect_pace, SYN_RETRY, w.connect_timeout, w.timeout,
+                                             w.budget), ""]
+    good = [r for r in table["rows"] if not r.failed]
+    lines += table_lines(good, [("rank", lambda r: str(good.index(r) + 1)), ("server", lambda r: r.server)])[:-1]
+    lines += ["| - | {} | failed: {} |".format(r.server, r.failed) for r in table["rows"] if r.failed]
     return lines + [""]
-
-
-def spread_text(r):
-    """Each worker's CPU seconds in a measured run, and the busiest worker's share of the
-    workers' CPU beside an even share: "0.61/0.39 s; busiest 61% (even 50%)"."""
-    if not r.get("worker_cpu_s"):
-        return ""
-    text = "/".join("{:.2f}".format(s) for s in r["worker_cpu_s"]) + " s"
-    if r["busiest_cpu_share"] is not None:
-        text += "; busiest {:.0%} (even {:.0%})".format(r["busiest_cpu_share"], r["even_share"])
-    return text
 
 
 def sweeps_markdown(sweeps):
@@ -1454,46 +1481,43 @@ def sweeps_markdown(sweeps):
     if not sweeps:
         return []
     w, rates = sweeps[0]["workload"], sweeps[0]["rates"]
-    step = rates[1] - rates[0] if len(rates) > 1 else None
-    lines = ["### {}: open loop, {}{} connections/s{}, {:g} s each, {} exchange{} of {} B per connection".format(
-        sweeps[0]["scenario"], rate_text(rates[0]), " to {}".format(rate_text(rates[-1])) if step else "",
-        " in steps of {}".format(rate_text(step)) if step else "", w.duration, w.messages,
-        "s" if w.messages > 1 else "", w.size), "",
+    lines = ["### {}: open loop, {} connections/s, {:g} s each, {} exchange{} of {} B per connection".format(
+        sweeps[0]["scenario"], rates_text(rates), w.duration, w.messages, "s" if w.messages > 1 else "", w.size), "",
         "Connections start on a clock, whether or not earlier ones have finished; a response time counts from the "
         "connection's scheduled start to its last echo. {}; the client must have kept its schedule.".format(
-            knee_rule_text().capitalize()), ""]
-    lines += ["| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | started/s there "
-              "| replies/s there | errors there |",
-              "|---:|---|---:|---:|---:|---:|---:|---:|"]
+            knee_rule_text().capitalize()), "",
+        "| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | replies/s there "
+        "| errors there |", "|---:|---|---:|---:|---:|---:|---:|"]
+    p99, offered, replies, errors = (dict(figures_of(Step))[k] for k in ("p99_ms", "offered_rate", "reply_rate",
+                                                                         "errors"))
     for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
         # Equal knees share a rank: a tie at the top is the machine's limit, not a ranking.
         place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
-        cells = knee_cells(s, place)
-        lines.append("| " + " | ".join(cells) + " |")
-    lines += [""]
+        at_knee = [step for step in s["steps"] if step.offered_rate == s["knee"]]
+        top = s["steps"][-1] if s["steps"] else Step()
+        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+            place if s["knee"] is not None else "-", s["server"], knee_text(s),
+            cell(p99, at_knee[0].p99_ms) if at_knee else "-", cell(offered, top.offered_rate),
+            cell(replies, top.reply_rate), cell(errors, top.errors)))
+    lines.append("")
     for s in sweeps:
-        lines += sweep_table_markdown(s["server"], s)
+        lines += sweep_markdown(s["server"], s)
     return lines
 
 
+def rates_text(rates):
+    step = rates[1] - rates[0] if len(rates) > 1 else None
+    return rate_text(rates[0]) + (" to {} in steps of {}".format(rate_text(rates[-1]), rate_text(step)) if step else "")
+
+
 def knee_text(s, unit=""):
-    """A knee as the tables and the legend say it: "at least" where the server was not the limit."""
+    """A knee as the tables and the legend say it."""
     if s["knee"] is None:
         return "failed" if s["failed"] else "none"
     return rate_text(s["knee"]) + unit + (" or more" if s["knee_at_top"] else "")
 
 
-def knee_cells(s, place):
-    """A server's row in the knee ranking: its knee, and its highest step offered."""
-    at_knee = [step for step in s["steps"] if step["offered_rate"] == s["knee"]]
-    top = s["steps"][-1] if s["steps"] else None
-    return [str(place) if s["knee"] is not None else "-", s["server"], knee_text(s),
-            ms_text(at_knee[0]["p99_ms"]) if at_knee else "-",
-            rate_text(top["offered_rate"]) if top else "-", "{:,.0f}".format(top["achieved_rate"]) if top else "-",
-            "{:,.0f}".format(top["reply_rate"]) if top else "-", errors_text(top) if top else "-"]
-
-
-def sweep_table_markdown(server, sweep):
+def sweep_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
     if sweep["knee"] is not None:
         heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
@@ -1502,35 +1526,21 @@ def sweep_table_markdown(server, sweep):
         heading = "#### {}: failed".format(server)
     else:
         heading = "#### {}: no knee (no step met the rule)".format(server)
-    lines = [heading, ""]
-    if sweep["failed"]:
-        lines += ["Failed: {}.".format(sweep["failed"]), ""]
+    lines = [heading, ""] + (["Failed: {}.".format(sweep["failed"]), ""] if sweep["failed"] else [])
     if not sweep["steps"]:
         return lines
-    lines += ["| offered/s | started/s | behind ms | replies/s | errors | p50 ms | p90 ms | p99 ms | max ms"
-              " | connect p99 ms | SYN retries | max open | client CPU s |",
-              "|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for step in sweep["steps"]:
-        offered = rate_text(step["offered_rate"])
-        lines.append("| {} | {:,.0f} | {} | {:,.0f} | {} | {} | {} | {} | {} | {} | {:,} | {:,} | {:.2f} |".format(
-            "**{}**".format(offered) if step["offered_rate"] == sweep["knee"] else offered,
-            step["achieved_rate"], ms_text(step["behind_ms"]), step["reply_rate"], errors_text(step),
-            ms_text(step["p50_ms"]), ms_text(step["p90_ms"]), ms_text(step["p99_ms"]), ms_text(step["max_ms"]),
-            ms_text(step["connect_p99_ms"]), step["syn_retries"], step["max_open"], step["client_cpu_s"]))
-    lines.append("")
+    lines += table_lines(sweep["steps"])
+    last = rate_text(sweep["steps"][-1].offered_rate)
     if sweep["client_limited"]:
         lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "
-                  "were not offered; the server's knee may lie higher.".format(
-                      rate_text(sweep["steps"][-1]["offered_rate"])), ""]
+                  "were not offered; the server's knee may lie higher.".format(last), ""]
     elif sweep["stopped_early"]:
-        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(
-            rate_text(sweep["steps"][-1]["offered_rate"])), ""]
-    exhausted = sum(step["client_ports_exhausted"] or 0 for step in sweep["steps"])
+        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(last), ""]
+    exhausted = sum(step.client_ports_exhausted for step in sweep["steps"])
     if exhausted:
         lines += ["The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
                   "counted against the server.".format(exhausted), ""]
     return lines
-
 
 
 def machine():
@@ -1541,7 +1551,6 @@ def machine():
     except (OSError, StopIteration):
         pass
     return "{}, {} cores, Python {}, {}".format(cpu, os.cpu_count(), platform.python_version(), platform.system())
-
 
 
 # ---- SVG
@@ -1671,7 +1680,7 @@ def bar_measure(table):
 
 def bars_svg(tables):
     """Horizontal bars per server, one panel per scenario, each on its own scale."""
-    left = 20 + 7 * max([len(r["server"]) for t in tables for r in t["rows"]] + [20])  # room for the names
+    left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
     parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
     y = 40
     for table in tables:
@@ -1684,18 +1693,18 @@ def bars_svg(tables):
 def bar_panel(table, left, top):
     """One scenario: its title, a bar per server (or "failed"), and its value axis."""
     key, label, spec = bar_measure(table)
-    peak = max([r.get(key) or 0 for r in table["rows"]] + [1e-9])
+    peak = max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])
     x = Scale(0, nice_ceiling(peak), left, BAR_W)
     parts = [svg_text(10, top + 14, "{}: {}".format(table["scenario"], label), font_weight="bold")]
     y = top + 22
     for r in table["rows"]:
-        parts.append(svg_text(left - 6, y + 12, r["server"], text_anchor="end"))
-        if r["failed"] or r.get(key) is None:
+        parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
+        if r.failed or getattr(r, key) is None:
             parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
         else:
-            length = max(1, round(x(r[key]) - left))
+            length = max(1, round(x(getattr(r, key)) - left))
             parts.append('<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR))
-            parts.append(svg_text(left + length + 4, y + 12, spec.format(r[key])))
+            parts.append(svg_text(left + length + 4, y + 12, spec.format(getattr(r, key))))
         y += BAR + BAR_GAP
     parts += x_axis(x, y, count=5)
     return parts, y + 30 - top
@@ -1710,7 +1719,7 @@ def sweep_svg(sweeps):
     """Three graphs stacked against the offered rate: reply rate, response time (p99,
     and p50 dashed when few servers), errors. One line per server, one legend."""
     points = [step for sweep in sweeps for step in sweep["steps"]]
-    offered = [step["offered_rate"] for step in points] or [0, 1]
+    offered = [step.offered_rate for step in points] or [0, 1]
     x_low, x_high = min(offered), max(offered)
     if x_low == x_high:  # one step: give it some room
         x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
@@ -1728,16 +1737,16 @@ def sweep_svg(sweeps):
         if n == 0:  # where a server that keeps up lies: replies = offered
             parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
                          'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
-        if n == 2 and not any(step["errors"] for step in points):
+        if n == 2 and not any(step.errors for step in points):
             parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
                                   fill="#444"))
         for i, sweep in enumerate(sweeps):
             for k, (figure, style) in enumerate(figures):
                 parts += server_line(sweep, figure, x, y, COLOURS[i % len(COLOURS)], style or second_round(i), k == 0)
-            knee_step = [s for s in sweep["steps"] if s["offered_rate"] == sweep["knee"]]
+            knee_step = [s for s in sweep["steps"] if s.offered_rate == sweep["knee"]]
             if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
                 parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'
-                             .format(x(sweep["knee"]), y(knee_step[0]["reply_rate"]), COLOURS[i % len(COLOURS)]))
+                             .format(x(sweep["knee"]), y(knee_step[0].reply_rate), COLOURS[i % len(COLOURS)]))
     parts += legend(LEGEND_X, TOP - 10, "servers (ringed: the knee)", [
         (COLOURS[i % len(COLOURS)], second_round(i) if sweep["steps"] else None, sweep["server"], knee_note(sweep))
         for i, sweep in enumerate(sweeps)])
@@ -1747,19 +1756,19 @@ def sweep_svg(sweeps):
 def sweep_panels(points, x_high, with_p50):
     """[(title, (low, high), log scale?, [(figure of a step, line style), ...])] for the three graphs."""
     # Reply rate: from 0, up to the higher of what was offered and what came back.
-    reply_top = nice_ceiling(max([step["reply_rate"] for step in points] + [x_high]))
+    reply_top = nice_ceiling(max([step.reply_rate for step in points] + [x_high]))
     # Response time: log scale, whole decades, since milliseconds under the knee and
     # seconds past it must both be read on one axis.
-    times = [step[key] for step in points for key in ("p50_ms", "p99_ms") if step[key]]
+    times = [getattr(step, key) for step in points for key in ("p50_ms", "p99_ms") if getattr(step, key)]
     low_decade = math.floor(math.log10(max(min(times), 0.01))) if times else -1
     high_decade = max(low_decade + 2, math.ceil(math.log10(max(times))) if times else 2)
     error_top = min(100.0, nice_ceiling(max([error_share(step) for step in points] + [1.0])))
-    p50 = [(lambda s: s["p50_ms"], ' stroke-dasharray="5,4" stroke-opacity="0.7"')] if with_p50 else []
+    p50 = [(lambda s: s.p50_ms, ' stroke-dasharray="5,4" stroke-opacity="0.7"')] if with_p50 else []
     return [
         ("Reply rate (connections/s completed; dotted: replies = offered)", (0, reply_top), False,
-         [(lambda s: s["reply_rate"], "")]),
+         [(lambda s: s.reply_rate, "")]),
         ("Response time, ms from the scheduled start (log scale): p99 solid" + (", p50 dashed" if with_p50 else ""),
-         (low_decade, high_decade), True, [(lambda s: s["p99_ms"], "")] + p50),
+         (low_decade, high_decade), True, [(lambda s: s.p99_ms, "")] + p50),
         ("Errors (% of the connections attempted)", (0, error_top), False, [(error_share, "")]),
     ]
 
@@ -1773,7 +1782,7 @@ def server_line(sweep, figure, x, y, colour, style, dots):
         if v is None or (y.log and v <= 0):
             runs, run = runs + [run], []
         else:
-            run.append((x(step["offered_rate"]), y(v)))
+            run.append((x(step.offered_rate), y(v)))
     parts = []
     for run in runs + [run]:
         if not run:
@@ -1996,8 +2005,8 @@ def build_parser():
 
 
 def to_json(value, indent=None):
-    """json.dumps for what client.py reports: a Workload is written as its fields."""
-    return json.dumps(value, default=dataclasses.asdict, indent=indent)
+    """json.dumps for what client.py reports: a record is written as the figures it carries."""
+    return json.dumps(value, default=as_dict, indent=indent)
 
 
 def open_loop(args):
@@ -2009,16 +2018,16 @@ def open_loop(args):
         if args.json:
             print(to_json(result))
         else:
-            print("\n".join(sweep_table_markdown(name, result) + [knee_rule_text().capitalize() + "."]))
+            print("\n".join(sweep_markdown(name, result) + [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
     result = measure(args.host, args.port, dataclasses.replace(w, rate=args.rate.values[0]), args.procs)
     if args.json:
         print(to_json(result))
     else:
-        report_open(result, w, max(1, min(args.procs, result["scheduled"])))
-    lost = result["scheduled"] - result["connections"] - result["client_ports_exhausted"] \
-        - result["client_descriptors_exhausted"]
-    return 0 if not result["errors"] and not lost else 1
+        report(result, dataclasses.replace(w, rate=args.rate.values[0]),
+               max(1, min(args.procs, result.scheduled)))
+    lost = result.scheduled - result.connections - result.client_ports_exhausted - result.client_descriptors_exhausted
+    return 0 if not result.errors and not lost else 1
 
 
 def check_tls(sock, args):
@@ -2068,7 +2077,7 @@ def main(argv=None):
             print(to_json(result))
         else:
             report(result, w, max(1, min(args.procs, args.clients)))
-        return 0 if not result["errors"] and result["messages"] == result["expected"] else 1
+        return 0 if not result.errors and result.messages == result.expected else 1
     except KeyboardInterrupt:
         note("interrupted")
         return 130

@@ -38,15 +38,16 @@ WAITED = """
 import bisect, sys
 sys.path.insert(0, {root!r})
 import client
-combine_open = client.combine_open
+combine_open, as_dict = client.combine_open, client.as_dict
 
 def with_waits(parts, w):
-    figures, responses = combine_open(parts, w), client.timings(parts, "responses")
-    figures.update(responses_over_100ms=len(responses) - bisect.bisect_left(responses, 0.1),
-                   responses_over_1s=len(responses) - bisect.bisect_left(responses, 1.0))
-    return figures
+    step, responses = combine_open(parts, w), client.timings(parts, "responses")
+    step.waits = dict(responses_over_100ms=len(responses) - bisect.bisect_left(responses, 0.1),
+                      responses_over_1s=len(responses) - bisect.bisect_left(responses, 1.0))
+    return step
 
 client.combine_open = with_waits
+client.as_dict = lambda value: dict(as_dict(value), **getattr(value, "waits", {{}}))
 sys.exit(client.main())
 """.format(root=str(ROOT))
 

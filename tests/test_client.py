@@ -46,6 +46,52 @@ def test_every_fault_is_counted_and_fails_the_run(echo_server, fault, kind):
     assert time.monotonic() - started < 30, "a broken server never makes the client hang"
 
 
+def text_has(stdout, m):
+    """Whether client.py's text report writes the figure declared with metadata m: on the line its
+    declaration names, by its title less that line's name."""
+    title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
+        "" if m["title"] == m["line"] else m["title"]
+    return any(line.split(None, 1)[0] == m["line"] and title in line for line in stdout.splitlines())
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("args", [WORKLOAD, ["--clients", "3", "--connects", "1", "--messages", "2", "--hold"],
+                                  ["--rate", "40", "--duration", "0.5"]])
+def test_text_and_json_carry_the_figures_the_record_declares(echo_server, client_module, args):
+    """The text and the JSON are written from one record: each carries the same figures, the ones its
+    record declares (less those that apply only sometimes: here the server's CPU, TLS, the other loop's)."""
+    port = str(echo_server())
+    figures, _ = client_json("--port", port, *args)
+    text = client("--port", port, *args).stdout
+    record = (client_module.Step if "--rate" in args else client_module.Run)(**figures)
+    declared = client_module.figures_of(type(record))
+    carried = {name for name, m in declared if not m["when"] or figures.get(name) is not None}
+    assert set(figures) == carried
+    assert {"errors", "p99_ms", "client_cpu_s"} <= carried and ("connect_phase_s" in carried) == ("--hold" in args)
+    for name, m in declared:
+        assert text_has(text, m) == (name in carried), (name, text)
+    lines = {line.split(None, 1)[0] for line in text.splitlines()}
+    assert lines == {m["line"] for name, m in declared if name in carried} | {"workload", "note"}
+
+
+@pytest.mark.slow
+def test_all_writes_in_markdown_the_table_figures_its_json_rows_carry(tmp_path, client_module):
+    """--all's rows are records too: the Markdown table has a column for each table figure the JSON rows
+    carry (the workers' CPU only where a server has a pool of workers), and nothing else."""
+    markdown = tmp_path / "results.md"
+    measured, _ = client_json("--all", "--servers", "epoll,reuseport", "--clients", "3", "--connects", "1",
+                              "--messages", "3", "--repeat", "1", "--procs", "1", "--markdown", str(markdown),
+                              timeout=120)
+    rows = measured["tables"][0]["rows"]
+    declared = client_module.figures_of(client_module.Run)
+    carried = [(name, m) for name, m in declared if any(row.get(name) is not None for row in rows)]
+    assert {name for name, m in declared if not m["when"]} <= {name for name, _ in carried}
+    head = next(line for line in markdown.read_text().splitlines() if line.startswith("| rank | server |"))
+    assert head.strip("| ").split(" | ")[2:] == [client_module.column(m) for _, m in carried if m["table"]]
+    if sys.platform.startswith("linux"):  # echo_reuseport.py's workers, measured from outside
+        assert "CPU per worker s" in head
+
+
 @pytest.mark.slow
 def test_latency_reflects_a_known_delay(echo_server):
     figures, _ = client_json("--port", str(echo_server("delay")), "--clients", "2", "--connects", "1", "--messages", "5")
@@ -142,7 +188,7 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))  # bound, not listening
         # measure() in a process of its own, single-threaded as client.py is when it forks.
-        code = ("import json; print(json.dumps(client.measure("
+        code = ("print(client.to_json(client.measure("
                 "'127.0.0.1', {}, client.Workload(clients=2, connects=3000, messages=1, size=8, timeout=2, "
                 "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))").format(probe.getsockname()[1])
         result = python_with_client(code, timeout=TIMEOUT * 6)
@@ -286,7 +332,7 @@ def test_ipv6_host(counting_server):
 
 def test_a_failed_row_says_why_in_words(client_module):
     w = client_module.Workload(timeout=30, connect_timeout=30, budget=120)
-    result = {"messages": 90, "expected": 100, "error_kinds": {"timeout": 8, "connect timeout": 2}}
+    result = client_module.Run(messages=90, expected=100, error_kinds={"timeout": 8, "connect timeout": 2})
     text = client_module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
     assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
@@ -363,7 +409,7 @@ def test_tls_in_closed_and_open_loop_reports_the_handshakes(start_server):
     assert figures["messages"] == 150 and 0 < figures["handshake_p50_ms"] <= figures["handshake_p99_ms"]
     # The name checked is --host's: the certificate names localhost too.
     text = client("--host", "localhost", "--port", port, *TLS, "--clients", "2", "--connects", "2").stdout
-    assert "errors     0" in text and "50 handshakes" not in text and "4 handshakes" in text, text
+    assert "errors     0" in text and "handshakes 50" not in text and "handshakes 4 " in text, text
     assert "each a full handshake" in text and "handshake  p50" in text
 
 

@@ -159,7 +159,7 @@ def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_
 
 
 @pytest.mark.slow
-def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
+def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path, client_module):
     markdown, chart = tmp_path / "sweep.md", tmp_path / "sweep.svg"
     servers = ("echo_epoll.py", "echo_selectors.py")
     before = echo_processes()
@@ -176,6 +176,12 @@ def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path):
         assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
     assert len(progress_lines(result.stderr)) >= 4, "one progress line per step"
     lines = markdown.read_text().splitlines()
+    # Each server's steps: a column per table figure its step records declare, and the JSON carries them.
+    columns = [client_module.column(m) for _, m in client_module.figures_of(client_module.Step) if m["table"]]
+    heads = [line.strip("| ").split(" | ") for line in lines if line.startswith("| offered/s |")]
+    assert heads == [columns] * len(servers), heads
+    assert all(set(name for name, m in client_module.figures_of(client_module.Step) if not m["when"]) <= set(step)
+               for sweep in sweeps.values() for step in sweep["steps"])
     for name, sweep in sweeps.items():
         assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
                    for line in lines), "the markdown names {}'s knee".format(name)
