@@ -450,3 +450,19 @@ def test_plain_run_has_no_tls_figures(echo_server):
     figures, _ = client_json("--port", str(echo_server()), *WORKLOAD)
     assert figures["errors"] == 0 and not any("handshake" in key for key in figures)
     assert "handshake" not in client("--port", str(echo_server()), *WORKLOAD).stdout
+
+
+def test_client_md_explains_every_figure_the_records_declare(client_module):
+    manual = (ROOT / "CLIENT.md").read_text()
+    for record in (client_module.Run, client_module.Step):
+        missing = [name for name, _ in client_module.figures_of(record) if "`{}`".format(name) not in manual]
+        assert not missing, "CLIENT.md does not explain {}".format(missing)
+
+
+def test_help_is_grouped_with_examples_and_no_empty_defaults():
+    text = client("--help", timeout=TIMEOUT).stdout
+    for group in ("what to measure:", "load shape: closed loop", "load shape: open loop", "output:", "advanced:",
+                  "examples:"):
+        assert group in text, group
+    assert "(default: None)" not in text and "28,000" not in text and "14,000" in text
+    assert "python3 client.py --all --scenario pingpong-sweep" in text
