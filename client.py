@@ -719,7 +719,6 @@ def run_worker(address, share, w, go, barrier, results, host):
     results.send(figures)
 
 
-
 # ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
