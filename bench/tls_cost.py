@@ -3,7 +3,7 @@ cost and the open-loop knee in handshakes a second (and whose knee it is), and `
 
     python3 bench/tls_cost.py [--rounds 5] [--rates 200:3000:200] [--stime-procs 2]
 
-About 9 minutes with the defaults on a 2-core machine. Every server runs with -q, pinned to one core
+About 7 minutes with the defaults on a 2-core machine. Every server runs with -q, pinned to one core
 (with every process it starts), and every client to the other; machine defaults otherwise (glibc's
 mmap threshold is not pinned, unlike deadline_cost.py: asyncio's plain and TLS transports both read
 into fresh 256 KiB objects, and pinning it puts an mmap() in each read of both).
@@ -194,7 +194,7 @@ def speed():
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds of table 1 (each about 90 s)")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of table 1 (each about 70 s)")
     parser.add_argument("--rates", default="200:3000:200", help="the open loop's sweep, as client.py --rate takes it")
     parser.add_argument("--stime-procs", type=int, default=2, help="openssl s_time processes at once")
     args = parser.parse_args()
