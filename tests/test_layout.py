@@ -72,7 +72,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors.py": (214, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes"),
-    "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (175, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
     "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
