@@ -82,7 +82,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (175, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
     "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
