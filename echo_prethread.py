@@ -139,8 +139,10 @@ def stop_threads():
 def wait_for_threads(until):
     for thread in threading.enumerate():
         # is_alive(): a stop signal may have come in the middle of a start(), before the thread ran.
-        if thread is not threading.current_thread() and thread.is_alive():
-            thread.join(max(until - time.monotonic(), 0))
+        # join() in slices of 0.1 s: a second signal that came just before join() went to sleep
+        # has its handler run at the next slice, not when the grace is over.
+        while thread is not threading.current_thread() and thread.is_alive() and time.monotonic() < until:
+            thread.join(min(until - time.monotonic(), 0.1))
 
 
 def cut(how):

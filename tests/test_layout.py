@@ -96,7 +96,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines)"),
-    "echo_thread.py": (87, "a thread per client, whose waits stay inside recv() and send() (the socket's "
+    "echo_thread.py": (89, "a thread per client, whose waits stay inside recv() and send() (the socket's "
                            "timeout): only the main thread hears signals, so only its accept() needs "
                            "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form"),
     "echo_prethread.py": (101, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
