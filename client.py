@@ -494,8 +494,10 @@ class TLSEngine(Engine):
             if e.reason != "APPLICATION_DATA_AFTER_CLOSE_NOTIFY":
                 raise
             return self.fail(c, "extra bytes", now)
-        if c.closing and self.resume and not self.session:
-            self.session = c.sock.session  # its tickets came with the echoes
+        if self.resume and not self.session:
+            session = c.sock.session  # None once the connection is closed
+            if session is not None and session.has_ticket:  # TLS 1.3's tickets come after the handshake
+                self.session = session
 
     def figures(self):
         return dict(super().figures(), resumed=self.resumed, tls_version=self.version)
