@@ -32,7 +32,7 @@ def accept_loop(server_sock):
     # accepted client is lost.
     wakeup_pipe()
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop_accepting())
+        signal.signal(signum, lambda signum, frame: stop_accepting(signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
@@ -158,11 +158,14 @@ def start_worker(server_sock, sock, address):
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
 
 
-def stop_accepting():
+def stop_accepting(signum):
     # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
     # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
     # stop_children(), which then kills the children at once.
     global stopping
+    if stopping:  # a second that came before the first's handler ran: pending again, for stop_children()
+        signal.raise_signal(signum)
+        return
     stopping = True
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 

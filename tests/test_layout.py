@@ -60,7 +60,7 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_process.py": (178, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
-    "echo_fork.py": (103, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
+    "echo_fork.py": (106, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
                           "fork per connection and the parent's own stop (stop_accepting())"),
     "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
                              "teaches (fork_worker(), run_workers())"),
@@ -88,7 +88,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over"),
-    "echo_fork.py": (136, "a fork per connection, plus the stop every process server shares (finished_children, "
+    "echo_fork.py": (139, "a fork per connection, plus the stop every process server shares (finished_children, "
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
