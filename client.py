@@ -515,12 +515,12 @@ class TLSSocket(ssl.SSLSocket):
         KiB (pending() is 0, checked all the same)."""
         try:
             data = chunk = super().recv(65536)
-        except ssl.SSLZeroReturnError:
-            return b""
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # EOF, after close_notify or without one (asyncio
+            return b""  # before 3.11 closes TCP without its own); an echo it cuts short is still caught
         while len(chunk) == TLS_RECORD or self.pending():
             try:
                 chunk = super().recv(65536)
-            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break  # EOF is read again at the next wake-up
             data += chunk
         return data
@@ -530,7 +530,7 @@ class TLSSocket(ssl.SSLSocket):
         cannot have come yet; a recv() reads it later as EOF."""
         try:
             self.unwrap()
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read as such next
             pass
 
 
