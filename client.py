@@ -469,8 +469,10 @@ class TLSEngine(Engine):
             if e.reason != "APPLICATION_DATA_AFTER_CLOSE_NOTIFY":
                 raise
             return self.fail(c, "extra bytes", now)
-        if c.closing and self.resume and not self.session:
-            self.session = c.sock.session  # its tickets came with the echoes
+        if self.resume and not self.session:
+            session = c.sock.session  # None once the connection is closed
+            if session is not None and session.has_ticket:  # TLS 1.3's tickets come after the handshake
+                self.session = session
 
     def figures(self):
         return dict(super().figures(), resumed=self.resumed, tls_version=self.version)
@@ -488,12 +490,12 @@ class TLSSocket(ssl.SSLSocket):
         KiB (pending() is 0, checked all the same)."""
         try:
             data = chunk = super().recv(65536)
-        except ssl.SSLZeroReturnError:
-            return b""
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # EOF, after close_notify or without one (asyncio
+            return b""  # before 3.11 closes TCP without its own); an echo it cuts short is still caught
         while len(chunk) == TLS_RECORD or self.pending():
             try:
                 chunk = super().recv(65536)
-            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+            except (ssl.SSLWantReadError, ssl.SSLZeroReturnError, ssl.SSLEOFError):
                 break  # EOF is read again at the next wake-up
             data += chunk
         return data
@@ -503,7 +505,7 @@ class TLSSocket(ssl.SSLSocket):
         cannot have come yet; a recv() reads it later as EOF."""
         try:
             self.unwrap()
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read as such next
             pass
 
 

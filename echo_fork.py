@@ -32,7 +32,7 @@ def accept_loop(server_sock):
     # accepted client is lost.
     wakeup_pipe()
     for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop_accepting())
+        signal.signal(signum, lambda signum, frame: stop_accepting(signum))
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
     server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
@@ -158,11 +158,14 @@ def start_worker(server_sock, sock, address):
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
 
 
-def stop_accepting():
+def stop_accepting(signum):
     # The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each gets
     # a child, stopped with the others), then fails. Blocked from now on, a second signal waits for
     # stop_children(), which then kills the children at once.
     global stopping
+    if stopping:  # a second that came before the first's handler ran: pending again, for stop_children()
+        signal.raise_signal(signum)
+        return
     stopping = True
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
@@ -277,8 +280,9 @@ def keep_alive(sock):
 
 def create_server_socket(host, port, backlog):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6, a name what it resolves to.
-    family, _, _, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
-    server_sock = socket.socket(family, socket.SOCK_STREAM)
+    family, _, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    # proto as getaddrinfo() says (TCP, not 0): asyncio sets TCP_NODELAY only on a socket that says TCP.
+    server_sock = socket.socket(family, socket.SOCK_STREAM, proto)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
     server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     keep_alive(server_sock)  # every accepted connection inherits it

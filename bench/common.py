@@ -13,6 +13,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from helpers import group_cpu_seconds  # noqa: E402
 
 SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]  # the server on one, client.py on the other
+PIN_SERVER = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)  # a Server prelude: on SERVER_CORE
 
 
 def client_figures(proc, timeout, meanwhile=None):
@@ -36,19 +37,31 @@ def client_figures(proc, timeout, meanwhile=None):
         return {"failed": "client.py printed no figures: " + err.strip()[-200:]}
 
 
-def messages_per_cpu_second(server_pid, port, flags, label):
-    """Run client.py (--procs 1, pinned to CLIENT_CORE) with flags against port; the messages echoed
-    per CPU-second of the server's process group (/proc: utime + stime, threads that have ended
-    included). Any error or lost message ends the benchmark, named by label."""
+def pinned_client(port, flags):
+    """client.py --json (--procs 1, pinned to CLIENT_CORE, in a session of its own) with flags against
+    port, started; read it with client_figures()."""
+    return subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", "1",
+                             "--json", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
+
+
+def pinned_figures(server_pid, port, flags, label, timeout=600):
+    """Run client.py pinned (pinned_client()) with flags against port: its figures, and the CPU-seconds
+    of the server's process group meanwhile (/proc: utime + stime, threads that have ended included).
+    Any error or lost message ends the benchmark, named by label."""
     before = group_cpu_seconds(server_pid)
-    client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", "1",
-                               "--json", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
-    figures = client_figures(client, timeout=600)
+    figures = client_figures(pinned_client(port, flags), timeout)
     used = group_cpu_seconds(server_pid) - before
     if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
         sys.exit("{}: {}".format(label, figures.get("failed") or "{} errors, {} of {} messages".format(
             figures["errors"], figures["messages"], figures["expected"])))
+    return figures, used
+
+
+def messages_per_cpu_second(server_pid, port, flags, label):
+    """Run client.py (--procs 1, pinned to CLIENT_CORE) with flags against port; the messages echoed
+    per CPU-second of the server's process group. Any error or lost message ends the benchmark."""
+    figures, used = pinned_figures(server_pid, port, flags, label)
     return figures["messages"] / used
 
 

@@ -10,7 +10,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import (CERT, ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, python_with_client,
+from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, python_with_client,
                      started_and_stopped, steady)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
@@ -397,8 +397,12 @@ TLS = ["--tls", "--cafile", str(CERT)]
 
 
 @pytest.mark.slow
-def test_tls_in_closed_and_open_loop_reports_the_handshakes(start_server):
-    port = str(start_server("echo_selectors_tls.py", "-q").port)
+@pytest.mark.parametrize("script", ["echo_selectors_tls.py", "echo_asyncio_streams.py", "echo_asyncio_protocol.py",
+                                    "echo_asyncio_buffered.py"])
+def test_tls_in_closed_and_open_loop_reports_the_handshakes(script, start_server):
+    """Against every TLS server (the asyncio ones given the certificate; echo_selectors_tls.py has it always)."""
+    certificate = [] if script == "echo_selectors_tls.py" else ["--cert", str(CERT), "--key", str(KEY)]
+    port = str(start_server(script, "-q", *certificate).port)
     figures, _ = client_json("--port", port, *TLS, *WORKLOAD)
     assert figures["errors"] == 0 and figures["messages"] == 3 * 2 * 7 and figures["connections"] == 6
     assert figures["handshakes"] == 6 and figures["handshakes_resumed"] == 0, "a full handshake each by default"

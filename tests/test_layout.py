@@ -60,7 +60,7 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_process.py": (178, "two programs: the acceptor (deal, replace workers, wake on signals) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
-    "echo_fork.py": (103, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
+    "echo_fork.py": (106, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
                           "fork per connection and the parent's own stop (stop_accepting())"),
     "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
                              "teaches (fork_worker(), run_workers())"),
@@ -82,13 +82,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (173, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (175, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
     "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over"),
-    "echo_fork.py": (136, "a fork per connection, plus the stop every process server shares (finished_children, "
+    "echo_fork.py": (139, "a fork per connection, plus the stop every process server shares (finished_children, "
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
@@ -96,7 +96,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines)"),
-    "echo_thread.py": (87, "a thread per client, whose waits stay inside recv() and send() (the socket's "
+    "echo_thread.py": (89, "a thread per client, whose waits stay inside recv() and send() (the socket's "
                            "timeout): only the main thread hears signals, so only its accept() needs "
                            "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form"),
     "echo_prethread.py": (101, "threads that take turns in accept() under a lock, blocking (a stop shuts the "

@@ -110,7 +110,10 @@ def test_a_client_that_never_reads_is_freed(script, start_server):
     assert roundtrip(server, b"warm up") == (b"warm up", True)
     baseline = settled_fds(server.pid)
     with server.connect() as hog:
-        assert push_until_stalled(hog) > 0
+        try:
+            assert push_until_stalled(hog) > 0
+        except ConnectionResetError:  # freed while it still pushed (a loaded machine): what the test wants
+            pass
         assert wait_until(lambda: group_fds(server.pid) <= baseline, timeout=6), "the server still holds it"
         assert roundtrip(server, b"next") == (b"next", True)
     assert server.stdout().splitlines() == ["Server Run Port:{}".format(server.port)], "-q hides Timeout"

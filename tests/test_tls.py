@@ -58,19 +58,6 @@ def client_hello():
     return outgoing.read()
 
 
-def closed_by_server(sock, timeout):
-    """True when the server closed sock (EOF or a reset) within timeout seconds."""
-    sock.settimeout(timeout)
-    try:
-        while sock.recv(65536):
-            pass
-        return True
-    except ConnectionError:
-        return True
-    except OSError:
-        return False
-
-
 def lines_for(server, port):
     """The server's log lines about the connection from the client's port: its FD's lines from
     the Accept line that names that port on."""
@@ -359,7 +346,7 @@ def test_half_a_client_hello_holds_nobody_and_is_closed_after_the_timeout(script
         for _ in range(3):
             with server.connect(timeout=0.9) as other:  # served meanwhile, handshake and all
                 assert exchange(other, b"served") == b"served"
-        assert closed_by_server(stuck, 5), "the half handshake was never closed"
+        assert test_peers.cut(stuck, 5), "the half handshake was never closed"
         took, port = time.monotonic() - started, stuck.getsockname()[1]
     assert 0.5 < took < 4, "closed {:.1f} s after its half ClientHello, --timeout 1".format(took)
     if script in LOGS_HANDSHAKES:
@@ -382,7 +369,7 @@ def test_a_trickled_handshake_is_cut_by_a_total_not_an_idle_time(script, start_s
             except ConnectionError:
                 cut = True
                 break
-            if closed_by_server(trickler, 0.3):
+            if test_peers.cut(trickler, 0.3):
                 cut = True
                 break
         took = time.monotonic() - started
@@ -410,7 +397,7 @@ def test_with_timeout_zero_a_handshake_still_has_a_limit(script, start_server, t
     with server.connect() as idle, socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as stuck:
         assert exchange(idle, b"a") == b"a"
         stuck.sendall(client_hello()[:10])
-        assert closed_by_server(stuck, 4), "a handshake with --timeout 0 was never cut"
+        assert test_peers.cut(stuck, 4), "a handshake with --timeout 0 was never cut"
         assert exchange(idle, b"b") == b"b", "an established client with --timeout 0 was cut"
 
 
@@ -426,7 +413,7 @@ def reset_mid_handshake(server):
 def plain_text(server):
     with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
         sock.sendall(b"GET / HTTP/1.0\r\n\r\nhello in clear text\n")
-        closed_by_server(sock, 5)
+        test_peers.cut(sock, 5)
         return sock.getsockname()[1]
 
 

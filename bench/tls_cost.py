@@ -1,0 +1,212 @@
+"""What TLS costs a server: messages per server CPU-second with and without TLS, the handshake's
+cost and the open-loop knee in handshakes a second (and whose knee it is), and `openssl speed`.
+
+    python3 bench/tls_cost.py [--rounds 5] [--rates 200:3000:200] [--stime-procs 2]
+
+About 7 minutes with the defaults on a 2-core machine. Every server runs with -q, pinned to one core
+(with every process it starts), and every client to the other; machine defaults otherwise (glibc's
+mmap threshold is not pinned, unlike deadline_cost.py: asyncio's plain and TLS transports both read
+into fresh 256 KiB objects, and pinning it puts an mmap() in each read of both).
+
+1. Messages per server CPU-second (client.py --procs 1; the server's CPU from /proc, as common.py
+   reads it) for each server with and without TLS: echo_selectors.py against echo_selectors_tls.py,
+   and echo_asyncio_streams.py, echo_asyncio_protocol.py without and with --cert/--key. Each round
+   runs plain then TLS (or TLS then plain: the order alternates); the table gives each side's median
+   and the median of the per-round ratios TLS / plain with their range. Shapes (SHAPES below):
+   article-100's (100 clients, 50 messages of 32 B a connection: a full handshake every 50 messages),
+   the same messages over connections of 500 messages (the records' cost, few handshakes), bulk 4 KiB
+   and 64 KiB, and 1 message a connection (then the figure is connections, each a full handshake,
+   per server CPU-second). From the medians: the server's CPU a TLS connection costs beyond a plain
+   one, and how much of article-100's TLS cost is handshakes.
+2. The handshake in open loop: client.py --rate A:B:STEP --tls (1 exchange a connection, 1 s a
+   step) against each TLS server, and its knee; then one run of 3 s at the first rate past the knee,
+   with the server's CPU (/proc) and the client's (its --json) over it: the core that is full is the
+   limit. Then `openssl s_time -new` (a C client, --stime-procs processes on the client's core, 5 s)
+   against each: handshakes a second, the server's core share and its CPU per handshake.
+3. `openssl speed -seconds 1` for the handshake's asymmetric crypto (X25519, which OpenSSL's default
+   groups pick, P-256 ECDH, P-256 ECDSA: the test certificate) and the records' AES-GCM (TLS 1.3's
+   default suite here is TLS_AES_256_GCM_SHA384).
+Every wait is bounded; each server is stopped (its process group) whatever happens.
+"""
+import argparse
+import os
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from common import (CLIENT_CORE, PIN_SERVER, ROOT, SERVER_CORE, client_figures,  # puts tests/ on sys.path
+                    group_cpu_seconds, pinned_client, pinned_figures, table)
+from helpers import CERT, KEY, Server
+
+TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
+CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
+PAIRS = {  # name: (plain script, its flags), (TLS script, its flags)
+    "echo_selectors(_tls).py": (("echo_selectors.py", []), ("echo_selectors_tls.py", CERT_FLAGS)),
+    "echo_asyncio_streams.py": (("echo_asyncio_streams.py", []), ("echo_asyncio_streams.py", CERT_FLAGS)),
+    "echo_asyncio_protocol.py": (("echo_asyncio_protocol.py", []), ("echo_asyncio_protocol.py", CERT_FLAGS)),
+}
+SHAPES = {  # client.py flags; each run is a second or a few of server CPU
+    # deadline_cost.py's article-100 with 10 connections a client instead of 100: 50,000 messages, 1,000 connections
+    "article-100": ["--clients", "100", "--connects", "10", "--messages", "50", "--size", "32"],
+    "article-100, 500 a connection": ["--clients", "100", "--connects", "1", "--messages", "500", "--size", "32"],
+    "bulk-4096": ["--clients", "20", "--connects", "5", "--messages", "500", "--size", "4096"],  # client.py's preset
+    "bulk-65536": ["--clients", "20", "--connects", "5", "--messages", "200", "--size", "65536"],  # 200, not 500
+    "1 message a connection": ["--clients", "20", "--connects", "200", "--messages", "1", "--size", "32"],
+}
+
+
+def started(script, folder, flags):
+    server = Server(script, folder, ["-q", *flags], prelude=PIN_SERVER)
+    try:
+        return server.wait_for_port()
+    except BaseException:
+        server.kill()
+        raise
+
+
+def run(script, flags, shape, tls):
+    """(messages per server CPU-second, the client's figures) for one run of shape against script."""
+    with tempfile.TemporaryDirectory() as folder:
+        server = started(script, folder, flags)
+        try:
+            figures, used = pinned_figures(server.pid, server.port, SHAPES[shape] + (TLS_FLAGS if tls else []),
+                                           "{} {} {}".format(script, " ".join(flags[:1]), shape))
+            return figures["messages"] / used, figures
+        finally:
+            server.kill()
+
+
+def costs(rounds):
+    """Table 1's rows, measured as they are read; fills medians[(pair, shape)] = (plain, tls)."""
+    medians, client_us = {}, {}
+    head = ["Messages per server CPU-second; server on core {}, client.py (--procs 1) on core {}; {} rounds, plain "
+            "and TLS alternating; medians, and the median of the per-round ratios (range).".format(
+                SERVER_CORE, CLIENT_CORE, rounds), "",
+            "| server | shape | plain | TLS | TLS / plain |", "|---|---|---:|---:|---:|"]
+
+    def rows():
+        for pair, sides in PAIRS.items():
+            for shape in SHAPES:
+                figures = ([], [])
+                for round_ in range(rounds):
+                    order = [(0, sides[0]), (1, sides[1])]
+                    for tls, (script, flags) in order if round_ % 2 == 0 else order[::-1]:
+                        rate, client = run(script, flags, shape, bool(tls))
+                        figures[tls].append(rate)
+                        if tls and shape == "1 message a connection":
+                            client_us.setdefault(pair, []).append(1e6 * client["client_cpu_s"] / client["handshakes"])
+                ratios = [t / p for p, t in zip(*figures)]
+                medians[pair, shape] = statistics.median(figures[0]), statistics.median(figures[1])
+                yield "| {} | {} | {:,.0f} | {:,.0f} | {:.3f} ({:.3f}-{:.3f}) |".format(
+                    pair, shape, *medians[pair, shape], statistics.median(ratios), min(ratios), max(ratios))
+    table(head, rows())
+    print("\nFrom the medians: the server's CPU a TLS connection costs beyond a plain one (1 message a "
+          "connection), the same from article-100 against 500 a connection, the share of article-100's TLS "
+          "cost that is handshakes; client.py's CPU a TLS connection (1 message).")
+    for pair in PAIRS:
+        def extra(shape):  # server seconds a message that TLS adds
+            plain, tls = medians[pair, shape]
+            return 1 / tls - 1 / plain
+        article, long_ = extra("article-100"), extra("article-100, 500 a connection")
+        # a connection of article-100 has 50 messages; one of the long shape 500: per connection, less the records
+        per_handshake = (article - long_) * 50 / (1 - 50 / 500)
+        print("- {}: {:.0f} us a TLS connection (1 message); {:.0f} us a handshake from article-100; handshakes "
+              "{:.0%} of article-100's TLS cost; client.py {:.0f} us a TLS connection".format(
+                  pair, 1e6 * extra("1 message a connection"), 1e6 * per_handshake,
+                  (article - long_) / article / (1 - 50 / 500), statistics.median(client_us[pair])), flush=True)
+
+
+def open_loop(script, flags, rates):
+    """The sweep's knee, then 3 s at the first rate past it: (knee, rate, figures, server CPU-s)."""
+    with tempfile.TemporaryDirectory() as folder:
+        server = started(script, folder, flags)
+        try:
+            proc = pinned_client(server.port, ["--rate", rates, "--duration", "1", "--timeout", "2", *TLS_FLAGS])
+            sweep = client_figures(proc, timeout=600)
+            if sweep.get("failed") or "steps" not in sweep:
+                return sweep.get("failed") or "no sweep", None, None, None
+            knee = sweep["knee"]
+            past = [s["offered_rate"] for s in sweep["steps"] if knee is None or s["offered_rate"] > knee]
+            rate = past[0] if past else knee
+            before = group_cpu_seconds(server.pid)
+            figures = client_figures(pinned_client(server.port, ["--rate", str(rate), "--duration", "3",
+                                                                 "--timeout", "2", *TLS_FLAGS]), timeout=120)
+            return knee, rate, figures, group_cpu_seconds(server.pid) - before
+        finally:
+            server.kill()
+
+
+def s_time(script, flags, procs, seconds=5):
+    """openssl s_time -new: (handshakes a second, server CPU-s, s_time's CPU-s, wall s) over `seconds`."""
+    with tempfile.TemporaryDirectory() as folder:
+        server = started(script, folder, flags)
+        try:
+            command = ["openssl", "s_time", "-connect", "127.0.0.1:{}".format(server.port), "-new",
+                       "-CAfile", str(CERT), "-time", str(seconds)]
+            children = resource.getrusage(resource.RUSAGE_CHILDREN)
+            before, start = group_cpu_seconds(server.pid), time.monotonic()
+            runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE})) for _ in range(procs)]
+            outs = [p.communicate(timeout=seconds + 30)[0] for p in runs]
+            wall, used = time.monotonic() - start, group_cpu_seconds(server.pid) - before
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            count = sum(int(re.search(r"(\d+) connections in [\d.]+s", out).group(1)) for out in outs)
+            client = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
+            return count, used, client, wall
+        finally:
+            server.kill()
+
+
+def handshakes(rates, procs):
+    print("\nThe handshake in open loop (client.py --rate {} --tls, 1 exchange a connection, 1 s a step; then 3 s "
+          "at the first rate past the knee), and openssl s_time -new ({} on core {}, 5 s):".format(
+              rates, procs, CLIENT_CORE))
+    print("\n| server | client.py knee /s | past it: offered, replies /s | server core busy | client.py core busy "
+          "| s_time handshakes /s | server core busy | server us a handshake | s_time us a handshake |")
+    print("|---|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
+    for pair, (_, (script, flags)) in PAIRS.items():
+        knee, rate, f, server_s = open_loop(script, flags, rates)
+        if f is None or f.get("failed"):
+            cells = "failed: {} | | | |".format(knee if f is None else f["failed"])
+        else:
+            span = f["connections"] / f["reply_rate"] if f["reply_rate"] else f["duration_s"]
+            cells = "{} | {:,}: {:,.0f} ({:,} errors) | {:.0%} | {:.0%}".format(
+                "{:,}".format(knee) if knee else "none", rate, f["reply_rate"], f["errors"], server_s / span,
+                f["client_cpu_s"] / span)
+        count, used, client, wall = s_time(script, flags, procs)
+        print("| {} | {} | {:,.0f} | {:.0%} | {:.0f} | {:.0f} |".format(
+            script, cells, count / wall, used / wall, 1e6 * used / count, 1e6 * client / count), flush=True)
+
+
+def speed():
+    """openssl speed's summary lines, on the client's core."""
+    print("\nopenssl speed -seconds 1 (on core {}):".format(CLIENT_CORE))
+    for args in (["ecdsap256", "ecdhp256", "ecdhx25519"], ["-evp", "aes-128-gcm"], ["-evp", "aes-256-gcm"]):
+        out = subprocess.run(["openssl", "speed", "-seconds", "1", *args], capture_output=True, text=True, timeout=120,
+                             preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE})).stdout
+        keep = re.compile(r"^\s*(sign|op|type|\d+ bits|AES)")
+        print("\n".join("    " + line for line in out.splitlines() if keep.match(line)), flush=True)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds of table 1 (each about 70 s)")
+    parser.add_argument("--rates", default="200:3000:200", help="the open loop's sweep, as client.py --rate takes it")
+    parser.add_argument("--stime-procs", type=int, default=2, help="openssl s_time processes at once")
+    args = parser.parse_args()
+    if len(os.sched_getaffinity(0)) < 2:
+        parser.error("needs two cores: one for the server, one for the client")
+    import ssl
+    print("{}, {}, commit {}".format(sys.version.split()[0], ssl.OPENSSL_VERSION, subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()))
+    costs(args.rounds)
+    handshakes(args.rates, args.stime_procs)
+    speed()
+
+
+if __name__ == "__main__":
+    main()
