@@ -1,14 +1,14 @@
 """How many idle clients deny service, and for how long: each server at an earlier commit against
 the working tree's with a deadline.
 
-    python3 bench/idle_clients.py --before REV [--timeout 5] [--most 100] [SERVER ...]
+    python3 bench/idle_clients.py [--before REV] [--timeout 5] [--most 100] [SERVER ...]
 
 Idle clients connect one at a time, each sends one byte and then says nothing; after each one a
 fresh client tries an echo (3 s). At the first refusal, another waits up to --timeout + 15 s for its
 echo: how long after the last idle client connected service came back. Then the same with trickling clients (a byte every
 half --timeout) on the working tree's files: they stay under the deadline, so what they deny, they
-deny for as long as they trickle (measured for three timeouts). Every wait is bounded; each server is
-stopped whatever happens.
+deny for as long as they trickle (measured for three timeouts). Without --before, the working tree's
+files alone. Every wait is bounded; each server is stopped whatever happens.
 """
 import argparse
 import socket
@@ -69,20 +69,22 @@ def trickling(sock, every, stop):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--before", required=True, help="the git revision before the deadline")
+    parser.add_argument("--before", help="a git revision before the deadline, to compare with")
     parser.add_argument("--timeout", type=float, default=5.0, help="--timeout for the working tree's servers")
     parser.add_argument("--most", type=int, default=100, help="idle clients at most")
     parser.add_argument("servers", nargs="*", default=SERVERS)
     args = parser.parse_args()
-    print("| server | idle clients that denied service, before | service back after | with --timeout {:g}: "
-          "denied by | service back after | trickling clients (a byte every {:g} s) |".format(
-              args.timeout, args.timeout / 2))
-    print("|---|---:|---|---:|---|---|")
+    print("| server | {}with --timeout {:g}: denied by | service back after | trickling clients (a byte every "
+          "{:g} s) |".format("idle clients that denied service, before | service back after | " if args.before
+                             else "idle clients: ", args.timeout, args.timeout / 2))
+    print("|---|" + ("---:|---|" if args.before else "") + "---:|---|---|")
     with tempfile.TemporaryDirectory() as old:
         for script in args.servers:
             row = [script]
-            for source, flags in ((file_at(args.before, script, old), []),
-                                  (ROOT / script, ["--timeout", str(args.timeout)])):
+            sides = [(ROOT / script, ["--timeout", str(args.timeout)])]
+            if args.before:
+                sides.insert(0, (file_at(args.before, script, old), []))
+            for source, flags in sides:
                 count, back = deny(source, flags, args.most, args.timeout + 15)
                 row += ["not by {}".format(args.most) if count is None else count,
                         "-" if count is None else "not in {:g} s".format(args.timeout + 15) if back is None
@@ -92,7 +94,6 @@ def main():
             row.append("not by {}".format(args.most) if count is None else "{} deny it{}".format(
                 count, " (service back after {:.1f} s)".format(back) if back else ", held while they trickle"))
             print("| " + " | ".join(str(cell) for cell in row) + " |", flush=True)
-
 
 if __name__ == "__main__":
     main()
