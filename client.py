@@ -1072,10 +1072,8 @@ def combine_open(parts, w):
 # ---- the open loop's sweep and knee
 
 def sweep(host, port, rates, w, procs, name, server=None):
-    """Offer each rate in turn for w.duration seconds, one progress line per step;
-    stop early once the server is clearly past its limit, or the client cannot keep
-    its schedule. Returns {"server", "knee", "knee_rule", "knee_at_top", "steps",
-    "stopped_early", "client_limited", "failed"}."""
+    """Offer each rate in turn for w.duration seconds, one progress line per step; stop early once the server
+    is clearly past its limit, or the client cannot keep its schedule. Returns no_sweep()'s dict, filled."""
     result = no_sweep(name)
     steps = result["steps"]
     for n, rate in enumerate(rates):
@@ -1111,18 +1109,15 @@ def meets(step, rule=KNEE_RULE):
 
 
 def knee(steps, rule=KNEE_RULE):
-    """The highest offered rate whose step meets the rule, or None. The highest, not
-    the last before a miss: one hiccup of a shared machine at a low rate must not
-    hide the rates the server handled above it."""
+    """The highest offered rate whose step meets the rule, or None. The highest, not the last before a miss:
+    one hiccup of a shared machine at a low rate must not hide the rates the server handled above it."""
     rates = [step.offered_rate for step in steps if meets(step, rule)]
     return max(rates) if rates else None
 
 
 def past_limit(steps):
-    """Stop a sweep early: True when the last two steps were both clearly past the
-    limit (more than 1 % of connections failed, or replies under 80 % of offered).
-    Two in a row, so that one bad step on a shared machine does not end a sweep;
-    rates above them would only add timeouts and minutes."""
+    """Stop a sweep early: the last two steps were clearly past the limit (PAST_*); two in a row, so that
+    one bad step on a shared machine does not end a sweep. Rates above would only add timeouts and minutes."""
     def over(step):
         return step.kept_schedule and (error_share(step) > 100 * PAST_ERROR_SHARE
                                        or step.reply_rate < PAST_REPLY_RATIO * step.offered_rate)
@@ -1130,8 +1125,7 @@ def past_limit(steps):
 
 
 def client_limited(steps):
-    """Stop a sweep: the client could not keep its schedule two steps in a row, so
-    higher rates would not be offered either."""
+    """Stop a sweep: the client could not keep its schedule two steps in a row (nor would it above)."""
     return len(steps) >= 2 and not steps[-1].kept_schedule and not steps[-2].kept_schedule
 
 
@@ -1305,20 +1299,16 @@ def why_failed(result, w, name):
 def sweep_all(args, entries):
     """Every server swept in open loop, one after another."""
     label, rates, w = sweeps_from(args)
-    return [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
-
-
-def sweep_one(args, script, extra, label, rates, w):
-    server = RunningServer(script, args.work, extra)
-    try:
-        if server.failed:
-            result = no_sweep(server.name, server.failed)
-        else:
-            result = sweep("127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
-    finally:
-        server.stop()
-    result.update(scenario=label, rates=rates, workload=server.load(w))
-    return result
+    results = []
+    for script, extra in entries:
+        server = RunningServer(script, args.work, extra)
+        try:
+            result = no_sweep(server.name, server.failed) if server.failed else sweep(
+                "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
+        finally:
+            server.stop()
+        results.append(dict(result, scenario=label, rates=rates, workload=server.load(w)))
+    return results
 
 
 def run_all(args, entries):
@@ -1520,14 +1510,11 @@ def knee_text(s, unit=""):
 
 def sweep_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
-    if sweep["knee"] is not None:
-        heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
-            ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
-    elif sweep["failed"] and not sweep["steps"]:
-        heading = "#### {}: failed".format(server)
-    else:
-        heading = "#### {}: no knee (no step met the rule)".format(server)
-    lines = [heading, ""] + (["Failed: {}.".format(sweep["failed"]), ""] if sweep["failed"] else [])
+    heading = "knee {} connections/s{}".format(rate_text(sweep["knee"]), ", the highest rate offered: its limit lies "
+                                               "higher" if sweep["knee_at_top"] else "") if sweep["knee"] is not None \
+        else "failed" if sweep["failed"] and not sweep["steps"] else "no knee (no step met the rule)"
+    lines = ["#### {}: {}".format(server, heading), ""] + (["Failed: {}.".format(sweep["failed"]), ""]
+                                                          if sweep["failed"] else [])
     if not sweep["steps"]:
         return lines
     lines += table_lines(sweep["steps"])
@@ -1757,14 +1744,14 @@ def server_line(sweep, figure, x, y, colour, style, dots):
 # ---------------------------------------------------------------- command line
 
 def number(low, high, kind=int):
+    """An argparse type: a number of kind from low to high."""
     def parse(text):
         try:
-            value = kind(text)
+            if low <= kind(text) <= high:
+                return kind(text)
         except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
-        return value
+            pass
+        raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
     return parse
 
 
@@ -1952,23 +1939,22 @@ def to_json(value, indent=None):
     return json.dumps(value, default=as_dict, indent=indent)
 
 
-def open_loop(args):
-    """--rate against one server: one rate, or a sweep."""
-    w = open_workload(args)
-    if args.rate.sweep:
+def one_server(args):
+    """--port: one run in closed loop, one rate in open loop, or a sweep of rates; the exit status says if it failed."""
+    if args.rate is not None and args.rate.sweep:
         name = "{}:{}".format(args.host, args.port)
-        result = sweep(args.host, args.port, args.rate.values, w, args.procs, name)
-        if args.json:
-            print(to_json(result))
-        else:
-            print("\n".join(sweep_markdown(name, result) + [knee_rule_text().capitalize() + "."]))
+        result = sweep(args.host, args.port, args.rate.values, open_workload(args), args.procs, name)
+        print(to_json(result) if args.json else "\n".join(sweep_markdown(name, result) +
+                                                          [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
-    result = measure(args.host, args.port, dataclasses.replace(w, rate=args.rate.values[0]), args.procs)
+    w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
+    result = measure(args.host, args.port, w, args.procs)
     if args.json:
         print(to_json(result))
     else:
-        report(result, dataclasses.replace(w, rate=args.rate.values[0]),
-               max(1, min(args.procs, result.scheduled)))
+        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)))
+    if args.rate is None:
+        return 0 if not result.errors and result.messages == result.expected else 1
     lost = result.scheduled - result.connections - result.client_ports_exhausted - result.client_descriptors_exhausted
     return 0 if not result.errors and not lost else 1
 
@@ -2012,15 +1998,7 @@ def main(argv=None):
         with probe:
             if args.tls:
                 check_tls(probe, args)
-        if args.rate is not None:
-            return open_loop(args)
-        w = workload(args, budget=None)
-        result = measure(args.host, args.port, w, args.procs)
-        if args.json:
-            print(to_json(result))
-        else:
-            report(result, w, max(1, min(args.procs, args.clients)))
-        return 0 if not result.errors and result.messages == result.expected else 1
+        return one_server(args)
     except KeyboardInterrupt:
         note("interrupted")
         return 130
