@@ -844,11 +844,7 @@ def yes(value):
     return "yes" if value else "no"
 
 
-def share(value):
-    return "{:.0%}".format(value)
-
-
-COUNT, RATE, SECONDS = "{:,}", "{:,.0f}", "{:.2f}"
+COUNT, RATE, SECONDS, SHARE = "{:,}", "{:,.0f}", "{:.2f}", "{:.0%}"
 WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.61/0.39"
 
 
@@ -916,8 +912,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
     "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU("{:.2f}".format(x) for x in s), "server", "s",
                            when=True, table=True),
-    "busiest_cpu_share": figure("busiest worker's share", share, "server", when=True, table=True),
-    "even_share": figure("even share", share, "server", when=True, table=True),
+    "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
+    "even_share": figure("even share", SHARE, "server", when=True, table=True),
     **client_figures("message", False),  # --all's rows are runs without an error
 })
 
@@ -1405,26 +1401,22 @@ def report(r, w, procs, out=sys.stdout):
     """The single-server report: the workload, the record's figures line by line, then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
     print("\n".join(text_lines(r)), file=out)
-    notes = []
-    if getattr(r, "connect_s", None) is not None:
-        notes.append("the article's three figures (connect, echo, total) are averages per connection")
-    if getattr(r, "connect_phase_s", None) is not None:
-        notes.append("every connection was opened and held, then the messages went: msgs/s and MB/s are over "
-                     "the echo phase")
-    if r.syn_retries:
-        notes.append("a connect of {:g} s or more waited on a SYN retry: the server's listen queue was full".format(
-            SYN_RETRY))
-    if isinstance(r, Step):
-        notes.append("a response time counts from the connection's scheduled start to its last echo")
-        if not r.kept_schedule:
-            notes.append("the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
-                         "not offered, and the response times include the client's own lag; add --procs or lower "
-                         "--rate".format(100 * KEPT_SCHEDULE))
-    if r.client_ports_exhausted or r.client_descriptors_exhausted:
-        notes.append("the client ran out of local ports (EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: "
-                     "not counted against the server")
-    for text in notes:
-        print("{:<10} {}".format("note", text), file=out)
+    step = isinstance(r, Step)
+    for applies, text in (
+            (getattr(r, "connect_s", None) is not None,
+             "the article's three figures (connect, echo, total) are averages per connection"),
+            (getattr(r, "connect_phase_s", None) is not None,
+             "every connection was opened and held, then the messages went: msgs/s and MB/s are over the echo phase"),
+            (r.syn_retries, "a connect of {:g} s or more waited on a SYN retry: the server's listen queue was "
+                            "full".format(SYN_RETRY)),
+            (step, "a response time counts from the connection's scheduled start to its last echo"),
+            (step and not r.kept_schedule, "the client did not keep its schedule (under {:.0f} % of the offered "
+                                           "rate): the rate was not offered, and the response times include the "
+                                           "client's own lag; add --procs or lower --rate".format(100 * KEPT_SCHEDULE)),
+            (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
+             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server")):
+        if applies:
+            print("{:<10} {}".format("note", text), file=out)
 
 
 # ---- Markdown
