@@ -1133,39 +1133,25 @@ def error_share(step):
 
 # ---------------------------------------------------------------- --all: every server, ranked
 
-def proc_stats():
-    """(pid, the fields of /proc/PID/stat after its name) for every process (Linux), or None."""
+def proc_cpu(pid, group=True):
+    """CPU seconds from /proc (Linux), or None: used by every process in the process group pid, dead
+    children included; or (group=False) {child pid: seconds} for each child of pid (utime + stime: all its
+    threads, ended ones included)."""
     try:
-        entries = os.listdir("/proc")
+        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return None
-    stats = []
+    tick, cpu = os.sysconf("SC_CLK_TCK"), {}
     for entry in entries:
-        if entry.isdigit():
-            try:
-                with open("/proc/{}/stat".format(entry)) as f:
-                    stats.append((int(entry), f.read().rsplit(")", 1)[1].split()))
-            except OSError:
-                continue
-    return stats
-
-
-def proc_cpu(pgid):
-    """CPU seconds used by every process in a process group, dead children included (Linux /proc)."""
-    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
-    if stats is None:
-        return None
-    # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
-    return sum(sum(int(x) for x in fields[11:15]) / tick for _, fields in stats if int(fields[2]) == pgid)
-
-
-def worker_cpu(pid):
-    """{child pid: CPU seconds} for each child of pid (utime + stime: all its threads, ended ones
-    included), from /proc (Linux), or None."""
-    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
-    if stats is None:
-        return None
-    return {child: (int(fields[11]) + int(fields[12])) / tick for child, fields in stats if int(fields[1]) == pid}
+        try:
+            with open("/proc/{}/stat".format(entry)) as f:
+                # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2 if group else 1]) == pid:
+            cpu[entry] = sum(int(x) for x in fields[11:15 if group else 13]) / tick
+    return sum(cpu.values()) if group else cpu
 
 
 class RunningServer:
@@ -1205,7 +1191,7 @@ class RunningServer:
 
     def workers_cpu(self):
         """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
-        return worker_cpu(self.proc.pid) if self.pool else None
+        return proc_cpu(self.proc.pid, group=False) if self.pool else None
 
     def alive(self):
         return self.proc.poll() is None
