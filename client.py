@@ -1294,6 +1294,7 @@ def sweep_all(args, entries):
 
 
 def run_all(args, entries):
+    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each."""
     tables = []
     for label, w, work in scenarios_from(args):
         too_many = fit_descriptors(w.clients, args.procs)
