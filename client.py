@@ -844,11 +844,7 @@ def yes(value):
     return "yes" if value else "no"
 
 
-def share(value):
-    return "{:.0%}".format(value)
-
-
-COUNT, RATE, SECONDS = "{:,}", "{:,.0f}", "{:.2f}"
+COUNT, RATE, SECONDS, SHARE = "{:,}", "{:,.0f}", "{:.2f}", "{:.0%}"
 WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.61/0.39"
 
 
@@ -916,8 +912,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
     "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU("{:.2f}".format(x) for x in s), "server", "s",
                            when=True, table=True),
-    "busiest_cpu_share": figure("busiest worker's share", share, "server", when=True, table=True),
-    "even_share": figure("even share", share, "server", when=True, table=True),
+    "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
+    "even_share": figure("even share", SHARE, "server", when=True, table=True),
     **client_figures("message", False),  # --all's rows are runs without an error
 })
 
@@ -1072,10 +1068,8 @@ def combine_open(parts, w):
 # ---- the open loop's sweep and knee
 
 def sweep(host, port, rates, w, procs, name, server=None):
-    """Offer each rate in turn for w.duration seconds, one progress line per step;
-    stop early once the server is clearly past its limit, or the client cannot keep
-    its schedule. Returns {"server", "knee", "knee_rule", "knee_at_top", "steps",
-    "stopped_early", "client_limited", "failed"}."""
+    """Offer each rate in turn for w.duration seconds, one progress line per step; stop early once the server
+    is clearly past its limit, or the client cannot keep its schedule. Returns no_sweep()'s dict, filled."""
     result = no_sweep(name)
     steps = result["steps"]
     for n, rate in enumerate(rates):
@@ -1111,18 +1105,15 @@ def meets(step, rule=KNEE_RULE):
 
 
 def knee(steps, rule=KNEE_RULE):
-    """The highest offered rate whose step meets the rule, or None. The highest, not
-    the last before a miss: one hiccup of a shared machine at a low rate must not
-    hide the rates the server handled above it."""
+    """The highest offered rate whose step meets the rule, or None. The highest, not the last before a miss:
+    one hiccup of a shared machine at a low rate must not hide the rates the server handled above it."""
     rates = [step.offered_rate for step in steps if meets(step, rule)]
     return max(rates) if rates else None
 
 
 def past_limit(steps):
-    """Stop a sweep early: True when the last two steps were both clearly past the
-    limit (more than 1 % of connections failed, or replies under 80 % of offered).
-    Two in a row, so that one bad step on a shared machine does not end a sweep;
-    rates above them would only add timeouts and minutes."""
+    """Stop a sweep early: the last two steps were clearly past the limit (PAST_*); two in a row, so that
+    one bad step on a shared machine does not end a sweep. Rates above would only add timeouts and minutes."""
     def over(step):
         return step.kept_schedule and (error_share(step) > 100 * PAST_ERROR_SHARE
                                        or step.reply_rate < PAST_REPLY_RATIO * step.offered_rate)
@@ -1130,8 +1121,7 @@ def past_limit(steps):
 
 
 def client_limited(steps):
-    """Stop a sweep: the client could not keep its schedule two steps in a row, so
-    higher rates would not be offered either."""
+    """Stop a sweep: the client could not keep its schedule two steps in a row (nor would it above)."""
     return len(steps) >= 2 and not steps[-1].kept_schedule and not steps[-2].kept_schedule
 
 
@@ -1143,39 +1133,25 @@ def error_share(step):
 
 # ---------------------------------------------------------------- --all: every server, ranked
 
-def proc_stats():
-    """(pid, the fields of /proc/PID/stat after its name) for every process (Linux), or None."""
+def proc_cpu(pid, group=True):
+    """CPU seconds from /proc (Linux), or None: used by every process in the process group pid, dead
+    children included; or (group=False) {child pid: seconds} for each child of pid (utime + stime: all its
+    threads, ended ones included)."""
     try:
-        entries = os.listdir("/proc")
+        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return None
-    stats = []
+    tick, cpu = os.sysconf("SC_CLK_TCK"), {}
     for entry in entries:
-        if entry.isdigit():
-            try:
-                with open("/proc/{}/stat".format(entry)) as f:
-                    stats.append((int(entry), f.read().rsplit(")", 1)[1].split()))
-            except OSError:
-                continue
-    return stats
-
-
-def proc_cpu(pgid):
-    """CPU seconds used by every process in a process group, dead children included (Linux /proc)."""
-    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
-    if stats is None:
-        return None
-    # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
-    return sum(sum(int(x) for x in fields[11:15]) / tick for _, fields in stats if int(fields[2]) == pgid)
-
-
-def worker_cpu(pid):
-    """{child pid: CPU seconds} for each child of pid (utime + stime: all its threads, ended ones
-    included), from /proc (Linux), or None."""
-    stats, tick = proc_stats(), os.sysconf("SC_CLK_TCK")
-    if stats is None:
-        return None
-    return {child: (int(fields[11]) + int(fields[12])) / tick for child, fields in stats if int(fields[1]) == pid}
+        try:
+            with open("/proc/{}/stat".format(entry)) as f:
+                # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2 if group else 1]) == pid:
+            cpu[entry] = sum(int(x) for x in fields[11:15 if group else 13]) / tick
+    return sum(cpu.values()) if group else cpu
 
 
 class RunningServer:
@@ -1215,7 +1191,7 @@ class RunningServer:
 
     def workers_cpu(self):
         """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
-        return worker_cpu(self.proc.pid) if self.pool else None
+        return proc_cpu(self.proc.pid, group=False) if self.pool else None
 
     def alive(self):
         return self.proc.poll() is None
@@ -1305,23 +1281,20 @@ def why_failed(result, w, name):
 def sweep_all(args, entries):
     """Every server swept in open loop, one after another."""
     label, rates, w = sweeps_from(args)
-    return [sweep_one(args, script, extra, label, rates, w) for script, extra in entries]
-
-
-def sweep_one(args, script, extra, label, rates, w):
-    server = RunningServer(script, args.work, extra)
-    try:
-        if server.failed:
-            result = no_sweep(server.name, server.failed)
-        else:
-            result = sweep("127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
-    finally:
-        server.stop()
-    result.update(scenario=label, rates=rates, workload=server.load(w))
-    return result
+    results = []
+    for script, extra in entries:
+        server = RunningServer(script, args.work, extra)
+        try:
+            result = no_sweep(server.name, server.failed) if server.failed else sweep(
+                "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
+        finally:
+            server.stop()
+        results.append(dict(result, scenario=label, rates=rates, workload=server.load(w)))
+    return results
 
 
 def run_all(args, entries):
+    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each."""
     tables = []
     for label, w, work in scenarios_from(args):
         too_many = fit_descriptors(w.clients, args.procs)
@@ -1415,26 +1388,22 @@ def report(r, w, procs, out=sys.stdout):
     """The single-server report: the workload, the record's figures line by line, then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
     print("\n".join(text_lines(r)), file=out)
-    notes = []
-    if getattr(r, "connect_s", None) is not None:
-        notes.append("the article's three figures (connect, echo, total) are averages per connection")
-    if getattr(r, "connect_phase_s", None) is not None:
-        notes.append("every connection was opened and held, then the messages went: msgs/s and MB/s are over "
-                     "the echo phase")
-    if r.syn_retries:
-        notes.append("a connect of {:g} s or more waited on a SYN retry: the server's listen queue was full".format(
-            SYN_RETRY))
-    if isinstance(r, Step):
-        notes.append("a response time counts from the connection's scheduled start to its last echo")
-        if not r.kept_schedule:
-            notes.append("the client did not keep its schedule (under {:.0f} % of the offered rate): the rate was "
-                         "not offered, and the response times include the client's own lag; add --procs or lower "
-                         "--rate".format(100 * KEPT_SCHEDULE))
-    if r.client_ports_exhausted or r.client_descriptors_exhausted:
-        notes.append("the client ran out of local ports (EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: "
-                     "not counted against the server")
-    for text in notes:
-        print("{:<10} {}".format("note", text), file=out)
+    step = isinstance(r, Step)
+    for applies, text in (
+            (getattr(r, "connect_s", None) is not None,
+             "the article's three figures (connect, echo, total) are averages per connection"),
+            (getattr(r, "connect_phase_s", None) is not None,
+             "every connection was opened and held, then the messages went: msgs/s and MB/s are over the echo phase"),
+            (r.syn_retries, "a connect of {:g} s or more waited on a SYN retry: the server's listen queue was "
+                            "full".format(SYN_RETRY)),
+            (step, "a response time counts from the connection's scheduled start to its last echo"),
+            (step and not r.kept_schedule, "the client did not keep its schedule (under {:.0f} % of the offered "
+                                           "rate): the rate was not offered, and the response times include the "
+                                           "client's own lag; add --procs or lower --rate".format(100 * KEPT_SCHEDULE)),
+            (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
+             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server")):
+        if applies:
+            print("{:<10} {}".format("note", text), file=out)
 
 
 # ---- Markdown
@@ -1520,14 +1489,11 @@ def knee_text(s, unit=""):
 
 def sweep_markdown(server, sweep):
     """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
-    if sweep["knee"] is not None:
-        heading = "#### {}: knee {} connections/s{}".format(server, rate_text(sweep["knee"]), (
-            ", the highest rate offered: its limit lies higher" if sweep["knee_at_top"] else ""))
-    elif sweep["failed"] and not sweep["steps"]:
-        heading = "#### {}: failed".format(server)
-    else:
-        heading = "#### {}: no knee (no step met the rule)".format(server)
-    lines = [heading, ""] + (["Failed: {}.".format(sweep["failed"]), ""] if sweep["failed"] else [])
+    heading = "knee {} connections/s{}".format(rate_text(sweep["knee"]), ", the highest rate offered: its limit lies "
+                                               "higher" if sweep["knee_at_top"] else "") if sweep["knee"] is not None \
+        else "failed" if sweep["failed"] and not sweep["steps"] else "no knee (no step met the rule)"
+    lines = ["#### {}: {}".format(server, heading), ""] + (["Failed: {}.".format(sweep["failed"]), ""]
+                                                          if sweep["failed"] else [])
     if not sweep["steps"]:
         return lines
     lines += table_lines(sweep["steps"])
@@ -1554,15 +1520,7 @@ def machine():
     return "{}, {} cores, Python {}, {}".format(cpu, os.cpu_count(), platform.python_version(), platform.system())
 
 
-# ---- SVG
-# Each chart is a Figure, a list of SVG elements with its size; chart() stacks the
-# figures and wraps them into one document, once.
-
-class Figure(NamedTuple):
-    width: float
-    height: float
-    parts: list  # SVG elements, as text
-
+# ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
 
 # Distinct on a white page, in an order where neighbours differ most.
 COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
@@ -1574,16 +1532,14 @@ BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
 
 
 def chart(tables, sweeps):
-    """The --svg file: the bars of the closed-loop tables, the three graphs of the
-    sweeps, or both one above the other."""
+    """The --svg file: the bars of the closed-loop tables, the three graphs of the sweeps, or both stacked."""
     figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
-    width, height, parts = max(f.width for f in figures), sum(f.height for f in figures), []
-    y = 0
-    for figure in figures:
-        parts += ['<g transform="translate(0,{})">'.format(y), *figure.parts, "</g>"]
-        y += figure.height
+    parts, y = [], 0
+    for _, height, figure in figures:
+        parts += ['<g transform="translate(0,{})">'.format(y), *figure, "</g>"]
+        y += height
     return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
-                      'font-family="sans-serif" font-size="12">'.format(width, height),
+                      'font-family="sans-serif" font-size="12">'.format(max(f[0] for f in figures), y),
                       '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
 
 
@@ -1610,49 +1566,33 @@ class Scale:
         if self.log:
             return [(10.0 ** d, tick_text(10.0 ** d) if d >= 0 else "{:g}".format(10.0 ** d))
                     for d in range(self.low, self.high + 1)]
-        return [(t, tick_text(t)) for t in linear_ticks(self.low, self.high, count)]
+        step = nice_step(self.high - self.low, count)
+        first = math.ceil(self.low / step - 1e-9) * step
+        values = [round(first + n * step, 10) for n in range(int((self.high - first) / step + 1e-9) + 1)]
+        return [(t, tick_text(t)) for t in values]
 
 
 def y_axis(x, y, count=5):
     """Horizontal grid lines across the plot, labelled on its left."""
-    parts = []
-    for value, label in y.ticks(count):
-        parts.append('<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(
-            x.start, x.start + x.length, y(value)))
-        parts.append(svg_text(x.start - 6, y(value) + 4, label, text_anchor="end", fill="#444"))
-    return parts
+    return [part for value, label in y.ticks(count) for part in (
+        '<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(x.start, x.start + x.length,
+                                                                                      y(value)),
+        svg_text(x.start - 6, y(value) + 4, label, text_anchor="end", fill="#444"))]
 
 
 def x_axis(x, bottom, label=None, count=8):
     """Ticks and their labels under the plot, then what the axis measures."""
-    parts = []
-    for value, text in x.ticks(count):
-        parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(
-            x(value), bottom, bottom + 4))
-        parts.append(svg_text(x(value), bottom + 17, text, text_anchor="middle", fill="#444"))
-    if label:
-        parts.append(svg_text(x.start + x.length / 2, bottom + 33, label, text_anchor="middle", fill="#444"))
-    return parts
-
-
-def legend(x, y, title, entries):
-    """A title, then one row per entry (colour, dashes or None for no line sample, name, note)."""
-    parts = [svg_text(x, y, title, font_weight="bold")]
-    for i, (colour, dashes, name, note) in enumerate(entries):
-        row = y + 18 + 18 * i
-        if dashes is not None:
-            parts.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
-                x, x + 22, row - 4, colour, dashes))
-        parts.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
-            x + 28, row, html.escape(name), html.escape(note)))
-    return parts
+    parts = [part for value, text in x.ticks(count) for part in (
+        '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4),
+        svg_text(x(value), bottom + 17, text, text_anchor="middle", fill="#444"))]
+    return parts + ([svg_text(x.start + x.length / 2, bottom + 33, label, text_anchor="middle", fill="#444")]
+                    if label else [])
 
 
 def nice_step(span, count):
     """A step of 1, 2, 2.5 or 5 x 10^k giving about count ticks over span."""
-    raw = span / count
-    magnitude = 10 ** math.floor(math.log10(raw))
-    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * 0.999)
+    magnitude = 10 ** math.floor(math.log10(span / count))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= span / count * 0.999)
 
 
 def nice_ceiling(value):
@@ -1661,59 +1601,35 @@ def nice_ceiling(value):
     return math.ceil(value / step - 1e-9) * step
 
 
-def linear_ticks(low, high, count=6):
-    step = nice_step(high - low, count)
-    first = math.ceil(low / step - 1e-9) * step
-    return [round(first + n * step, 10) for n in range(int((high - first) / step + 1e-9) + 1)]
-
-
 def tick_text(value):
     return "{:,.0f}".format(value) if value == int(value) else "{:,g}".format(value)
 
 
-def bar_measure(table):
-    """What a table's bars show: messages/s, or, where the servers ran --work on held
-    connections (c10k-cpu: one message each), the echo phase in seconds."""
-    if table["server_work"] and table["workload"].hold:
-        return "echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s"
-    return "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}"
-
-
 def bars_svg(tables):
-    """Horizontal bars per server, one panel per scenario, each on its own scale."""
+    """Horizontal bars per server, one panel per scenario, each on its own scale: messages/s, or, where the
+    servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
     left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
     parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
     y = 40
     for table in tables:
-        panel, height = bar_panel(table, left, y)
-        parts += panel
-        y += height
-    return Figure(left + BAR_W + 120, y, parts)
-
-
-def bar_panel(table, left, top):
-    """One scenario: its title, a bar per server (or "failed"), and its value axis."""
-    key, label, spec = bar_measure(table)
-    peak = max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])
-    x = Scale(0, nice_ceiling(peak), left, BAR_W)
-    parts = [svg_text(10, top + 14, "{}: {}".format(table["scenario"], label), font_weight="bold")]
-    y = top + 22
-    for r in table["rows"]:
-        parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
-        if r.failed or getattr(r, key) is None:
-            parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
-        else:
-            length = max(1, round(x(getattr(r, key)) - left))
-            parts.append('<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR))
-            parts.append(svg_text(left + length + 4, y + 12, spec.format(getattr(r, key))))
-        y += BAR + BAR_GAP
-    parts += x_axis(x, y, count=5)
-    return parts, y + 30 - top
-
-
-def second_round(i):
-    """Past the last colour, the lines are dashed: no two servers look alike."""
-    return ' stroke-dasharray="6,3"' if i >= len(COLOURS) else ""
+        key, label, spec = ("echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s") if (
+            table["server_work"] and table["workload"].hold) else (
+            "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}")
+        x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
+        parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
+        y += 22
+        for r in table["rows"]:
+            parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
+            if r.failed or getattr(r, key) is None:
+                parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
+            else:
+                length = max(1, round(x(getattr(r, key)) - left))
+                parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR),
+                          svg_text(left + length + 4, y + 12, spec.format(getattr(r, key)))]
+            y += BAR + BAR_GAP
+        parts += x_axis(x, y, count=5)
+        y += 30
+    return left + BAR_W + 120, y, parts
 
 
 def sweep_svg(sweeps):
@@ -1726,6 +1642,9 @@ def sweep_svg(sweeps):
         x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
     x = Scale(x_low, x_high, LEFT, PLOT_W)
     with_p50 = sum(1 for sweep in sweeps if sweep["steps"]) <= P50_MOST
+    # Past the last colour, the lines are dashed: no two servers look alike.
+    colours = [(COLOURS[i % len(COLOURS)], ' stroke-dasharray="6,3"' if i >= len(COLOURS) else "")
+               for i in range(len(sweeps))]
     parts = [svg_text(LEFT, 24, "Open loop: each server against the offered connection rate", font_size=15,
                       font_weight="bold")]
     for n, (title, y_range, log, figures) in enumerate(sweep_panels(points, x_high, with_p50)):
@@ -1741,17 +1660,25 @@ def sweep_svg(sweeps):
         if n == 2 and not any(step.errors for step in points):
             parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
                                   fill="#444"))
-        for i, sweep in enumerate(sweeps):
+        for sweep, (colour, dashes) in zip(sweeps, colours):
             for k, (figure, style) in enumerate(figures):
-                parts += server_line(sweep, figure, x, y, COLOURS[i % len(COLOURS)], style or second_round(i), k == 0)
+                parts += server_line(sweep, figure, x, y, colour, style or dashes, k == 0)
             knee_step = [s for s in sweep["steps"] if s.offered_rate == sweep["knee"]]
             if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
                 parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'
-                             .format(x(sweep["knee"]), y(knee_step[0].reply_rate), COLOURS[i % len(COLOURS)]))
-    parts += legend(LEGEND_X, TOP - 10, "servers (ringed: the knee)", [
-        (COLOURS[i % len(COLOURS)], second_round(i) if sweep["steps"] else None, sweep["server"], knee_note(sweep))
-        for i, sweep in enumerate(sweeps)])
-    return Figure(LEGEND_X + 360, TOP + 3 * (PLOT_H + PANEL_GAP), parts)
+                             .format(x(sweep["knee"]), y(knee_step[0].reply_rate), colour))
+    # The legend: a title, then per server its line (none if it had no step), its name and its knee.
+    parts.append(svg_text(LEGEND_X, TOP - 10, "servers (ringed: the knee)", font_weight="bold"))
+    for i, (sweep, (colour, dashes)) in enumerate(zip(sweeps, colours)):
+        row = TOP + 8 + 18 * i
+        if sweep["steps"]:
+            parts.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
+                LEGEND_X, LEGEND_X + 22, row - 4, colour, dashes))
+        said = "failed" if sweep["failed"] and not sweep["steps"] else "no knee" if sweep["knee"] is None else \
+            "knee " + knee_text(sweep, "/s")
+        parts.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
+            LEGEND_X + 28, row, html.escape(sweep["server"]), html.escape(said)))
+    return LEGEND_X + 360, TOP + 3 * (PLOT_H + PANEL_GAP), parts
 
 
 def sweep_panels(points, x_high, with_p50):
@@ -1785,9 +1712,7 @@ def server_line(sweep, figure, x, y, colour, style, dots):
         else:
             run.append((x(step.offered_rate), y(v)))
     parts = []
-    for run in runs + [run]:
-        if not run:
-            continue
+    for run in filter(None, runs + [run]):
         parts.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
             colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
         if dots:
@@ -1795,26 +1720,17 @@ def server_line(sweep, figure, x, y, colour, style, dots):
     return parts
 
 
-def knee_note(sweep):
-    """What the legend says beside a server: its knee, or why there is none."""
-    if sweep["failed"] and not sweep["steps"]:
-        return "failed"
-    if sweep["knee"] is None:
-        return "no knee"
-    return "knee " + knee_text(sweep, "/s")
-
-
 # ---------------------------------------------------------------- command line
 
 def number(low, high, kind=int):
+    """An argparse type: a number of kind from low to high."""
     def parse(text):
         try:
-            value = kind(text)
+            if low <= kind(text) <= high:
+                return kind(text)
         except ValueError:
-            value = None
-        if value is None or not low <= value <= high:
-            raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
-        return value
+            pass
+        raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
     return parse
 
 
@@ -1904,32 +1820,30 @@ def scenarios_from(args):
 
 def parse_args(argv):
     parser = build_parser()
-    # A bad argument is one line on stderr, not argparse's usage block.
-    parser.error = lambda message: die(message, 2)
+    parser.error = lambda message: die(message, 2)  # a bad argument is one line, not argparse's usage block
     args = parser.parse_args(argv)
-    args.messages = getattr(args, "messages", None)
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
-    if args.hold and args.connects != 1:
-        parser.error("--hold holds one connection per client: use it with --connects 1")
-    if args.rate is not None and args.seconds:
-        parser.error("--seconds times the closed loop's connections; --rate starts them on a clock for --duration")
-    if args.rate is not None and args.hold:
-        parser.error("--rate starts connections on a clock; --hold is for the closed loop")
-    if args.rate is not None and round(min(args.rate.values) * args.duration) < 1:
-        parser.error("argument --rate: {:g} a second for --duration {:g} s schedules no connection".format(
-            min(args.rate.values), args.duration))
-    if args.rate is not None and args.scenario:
-        parser.error("--rate and --scenario: choose one (the sweep preset is --scenario pingpong-sweep)")
-    if len([name for name in args.scenario or [] if PRESETS[name].rates]) > 1:
-        parser.error("one open-loop sweep at a time")
-    if not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg):
-        parser.error("--servers, --server-args, --scenario, --markdown and --svg go with --all")
-    if (args.cafile or args.tls_resume) and not args.tls:
-        parser.error("--cafile and --tls-resume go with --tls")
-    if args.all and args.tls:
-        parser.error("--all measures its TLS servers over TLS, the others without: --tls is for one server")
+    rate = args.rate is not None
+    lowest = min(args.rate.values) if rate else 0
+    for wrong, message in (  # the first that applies is said
+            (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
+            (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
+                                    "for --duration"),
+            (rate and args.hold, "--rate starts connections on a clock; --hold is for the closed loop"),
+            (rate and round(lowest * args.duration) < 1, "argument --rate: {:g} a second for --duration {:g} s "
+                                                         "schedules no connection".format(lowest, args.duration)),
+            (rate and args.scenario, "--rate and --scenario: choose one (the sweep preset is --scenario "
+                                     "pingpong-sweep)"),
+            (len([name for name in args.scenario or [] if PRESETS[name].rates]) > 1, "one open-loop sweep at a time"),
+            (not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg),
+             "--servers, --server-args, --scenario, --markdown and --svg go with --all"),
+            ((args.cafile or args.tls_resume) and not args.tls, "--cafile and --tls-resume go with --tls"),
+            (args.all and args.tls, "--all measures its TLS servers over TLS, the others without: --tls is for one "
+                                    "server")):
+        if wrong:
+            parser.error(message)
     if args.cafile:
         try:
             tls_context(args.cafile)
@@ -1943,65 +1857,59 @@ def build_parser():
     about, examples = __doc__.rstrip().rsplit("\n\n", 1)
     parser = argparse.ArgumentParser(description=about, epilog="examples:\n" + examples,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    group = parser.add_argument_group("what to measure")
-    group.add_argument("--host", default="127.0.0.1", metavar="H", help="the server's address, IPv4 or IPv6 (default: %(default)s)")
-    group.add_argument("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
-    group.add_argument("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
-    group.add_argument("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
-                       "after its name: 'shared_socket --accept one,reuseport'")
-    group.add_argument("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
+    group = parser.add_argument_group("what to measure").add_argument
+    group("--host", default="127.0.0.1", metavar="H", help="the server's address, IPv4 or IPv6 (default: %(default)s)")
+    group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
+    group("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
+    group("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
+          "after its name: 'shared_socket --accept one,reuseport'")
+    group("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
         name + (" (open loop, {}/s)".format(p.rates) if p.rates else "") for name, p in PRESETS.items()))
-    group.add_argument("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its "
-                       "name (--host); reports the handshakes. Each connection makes a full handshake")
-    group = parser.add_argument_group("load shape: closed loop (the article's clients)")
-    group.add_argument("--clients", type=number(1, 100000), default=50,
-                       metavar="N", help="concurrent clients, the article's WORKER_COUNT (default: %(default)s)")
-    group.add_argument("--connects", type=number(1, 100000), default=5,
-                       metavar="C", help="connections each client opens, one after another: ACTION_COUNT (default: %(default)s)")
-    group.add_argument("--messages", type=number(1, 1000000), default=argparse.SUPPRESS,
-                       metavar="M", help="ping-pong messages per connection, SEND_RECV_COUNT (default: 50; 1 with --rate)")
-    group.add_argument("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
-    group.add_argument("--seconds", type=number(0.1, 3600, float), metavar="S",
-                       help="each connection exchanges messages for S seconds instead of --messages (wrk's "
-                            "long-lived connections)")
-    group.add_argument("--hold", action="store_true",
-                       help="open every connection first and hold them all, then send (as the c* presets do); "
-                            "reports the connect and echo phases apart")
-    group = parser.add_argument_group("load shape: open loop (connections started on a clock)")
-    group.add_argument("--rate", type=parse_rate, metavar="R|A:B:STEP",
-                       help="start R new connections a second, whether or not earlier ones have finished, each doing "
-                            "--messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names the knee. Response "
-                            "times count from each connection's scheduled start. One source address opens at most "
-                            "about 14,000 new connections a second (its local ports), so against 127.x the client "
-                            "takes {} source addresses in turn".format(SOURCES))
-    group.add_argument("--duration", type=number(0.1, 3600, float), default=5.0,
-                       metavar="S", help="seconds of arrivals at each rate (default: %(default)s)")
-    group = parser.add_argument_group("output")
-    group.add_argument("--json", action="store_true", help="print one JSON object instead of text (or Markdown)")
-    group.add_argument("--markdown", metavar="FILE", help="with --all, also write the tables as Markdown")
-    group.add_argument("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
-    group = parser.add_argument_group("advanced")
-    group.add_argument("--timeout", type=number(0.01, 3600, float), default=10.0,
-                       metavar="S", help="seconds any one wait may take before that connection counts as failed "
-                            "(default: %(default)s)")
-    group.add_argument("--procs", type=number(1, 1024), default=os.cpu_count() or 1,
-                       metavar="P", help="client worker processes (default: one per CPU, %(default)s)")
-    group.add_argument("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
-                       help="connects in flight at once, over all worker processes: a burst of connects "
-                            "overflows the server's listen queue and waits on SYN retries (default: %(default)s)")
-    group.add_argument("--cafile", metavar="FILE",
-                       help="with --tls, the CA certificates to verify the server against (default: the system's)")
-    group.add_argument("--tls-resume", action="store_true",
-                       help="with --tls, resume each worker's first session (TLS 1.3 tickets) instead of full "
-                            "handshakes")
-    group.add_argument("--server-args", metavar="FLAGS", help="with --all, flags for every server, e.g. '--workers 4'")
-    group.add_argument("--scale", type=number(0.001, 1, float), default=0.05,
-                       metavar="F", help="with --all, the fraction of the article's 100 connections per client that the "
-                            "article-* presets run (default: %(default)s)")
-    group.add_argument("--repeat", type=number(1, 100), default=3,
-                       metavar="N", help="with --all, measured runs per server; the median is shown (default: %(default)s)")
-    group.add_argument("--work", type=number(0, 10**9), default=0,
-                       metavar="N", help="with --all, start the servers with --work N (default: %(default)s)")
+    group("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its name (--host); "
+          "reports the handshakes. Each connection makes a full handshake")
+    group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
+    group("--clients", type=number(1, 100000), default=50, metavar="N",
+          help="concurrent clients, the article's WORKER_COUNT (default: %(default)s)")
+    group("--connects", type=number(1, 100000), default=5, metavar="C",
+          help="connections each client opens, one after another: ACTION_COUNT (default: %(default)s)")
+    group("--messages", type=number(1, 1000000), metavar="M",
+          help="ping-pong messages per connection, SEND_RECV_COUNT (default: 50; 1 with --rate)")
+    group("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges messages for S "
+          "seconds instead of --messages (wrk's long-lived connections)")
+    group("--hold", action="store_true", help="open every connection first and hold them all, then send (as the c* "
+          "presets do); reports the connect and echo phases apart")
+    group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
+    group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="start R new connections a second, whether or not "
+          "earlier ones have finished, each doing --messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names "
+          "the knee. Response times count from each connection's scheduled start. One source address opens at most "
+          "about 14,000 new connections a second (its local ports), so against 127.x the client takes {} source "
+          "addresses in turn".format(SOURCES))
+    group("--duration", type=number(0.1, 3600, float), default=5.0, metavar="S",
+          help="seconds of arrivals at each rate (default: %(default)s)")
+    group = parser.add_argument_group("output").add_argument
+    group("--json", action="store_true", help="print one JSON object instead of text (or Markdown)")
+    group("--markdown", metavar="FILE", help="with --all, also write the tables as Markdown")
+    group("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
+    group = parser.add_argument_group("advanced").add_argument
+    group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S", help="seconds any one wait may "
+          "take before that connection counts as failed (default: %(default)s)")
+    group("--procs", type=number(1, 1024), default=os.cpu_count() or 1, metavar="P",
+          help="client worker processes (default: one per CPU, %(default)s)")
+    group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K", help="connects in flight "
+          "at once, over all worker processes: a burst of connects overflows the server's listen queue and waits on "
+          "SYN retries (default: %(default)s)")
+    group("--cafile", metavar="FILE",
+          help="with --tls, the CA certificates to verify the server against (default: the system's)")
+    group("--tls-resume", action="store_true",
+          help="with --tls, resume each worker's first session (TLS 1.3 tickets) instead of full handshakes")
+    group("--server-args", metavar="FLAGS", help="with --all, flags for every server, e.g. '--workers 4'")
+    group("--scale", type=number(0.001, 1, float), default=0.05, metavar="F", help="with --all, the fraction of the "
+          "article's 100 connections per client that the article-* presets run (default: %(default)s)")
+    group("--repeat", type=number(1, 100), default=3, metavar="N",
+          help="with --all, measured runs per server; the median is shown (default: %(default)s)")
+    group("--work", type=number(0, 10**9), default=0, metavar="N",
+          help="with --all, start the servers with --work N (default: %(default)s)")
     return parser
 
 
@@ -2010,23 +1918,22 @@ def to_json(value, indent=None):
     return json.dumps(value, default=as_dict, indent=indent)
 
 
-def open_loop(args):
-    """--rate against one server: one rate, or a sweep."""
-    w = open_workload(args)
-    if args.rate.sweep:
+def one_server(args):
+    """--port: one run in closed loop, one rate in open loop, or a sweep of rates; the exit status says if it failed."""
+    if args.rate is not None and args.rate.sweep:
         name = "{}:{}".format(args.host, args.port)
-        result = sweep(args.host, args.port, args.rate.values, w, args.procs, name)
-        if args.json:
-            print(to_json(result))
-        else:
-            print("\n".join(sweep_markdown(name, result) + [knee_rule_text().capitalize() + "."]))
+        result = sweep(args.host, args.port, args.rate.values, open_workload(args), args.procs, name)
+        print(to_json(result) if args.json else "\n".join(sweep_markdown(name, result) +
+                                                          [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
-    result = measure(args.host, args.port, dataclasses.replace(w, rate=args.rate.values[0]), args.procs)
+    w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
+    result = measure(args.host, args.port, w, args.procs)
     if args.json:
         print(to_json(result))
     else:
-        report(result, dataclasses.replace(w, rate=args.rate.values[0]),
-               max(1, min(args.procs, result.scheduled)))
+        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)))
+    if args.rate is None:
+        return 0 if not result.errors and result.messages == result.expected else 1
     lost = result.scheduled - result.connections - result.client_ports_exhausted - result.client_descriptors_exhausted
     return 0 if not result.errors and not lost else 1
 
@@ -2070,15 +1977,7 @@ def main(argv=None):
         with probe:
             if args.tls:
                 check_tls(probe, args)
-        if args.rate is not None:
-            return open_loop(args)
-        w = workload(args, budget=None)
-        result = measure(args.host, args.port, w, args.procs)
-        if args.json:
-            print(to_json(result))
-        else:
-            report(result, w, max(1, min(args.procs, args.clients)))
-        return 0 if not result.errors and result.messages == result.expected else 1
+        return one_server(args)
     except KeyboardInterrupt:
         note("interrupted")
         return 130
