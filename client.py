@@ -1606,19 +1606,24 @@ def tick_text(value):
 
 
 def bars_svg(tables):
-    """Horizontal bars per server, one panel per scenario, each on its own scale: messages/s, or, where the
-    servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
+    """Horizontal bars per server, one panel per scenario, each on its own scale: messages per server
+    CPU-second, the figure to read first (messages/s where the server's CPU was not measured), or, where
+    the servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
     left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
     parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
     y = 40
     for table in tables:
         key, label, spec = ("echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s") if (
             table["server_work"] and table["workload"].hold) else (
+            "msgs_per_server_cpu_s", "messages per server CPU-second (median of the measured runs; longer is "
+            "cheaper)", "{:,.0f}") if all(r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
             "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}")
         x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
         parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
         y += 22
-        for r in table["rows"]:
+        best = (lambda v: v) if key == "echo_phase_s" else (lambda v: -v)  # the best bar first
+        for r in sorted(table["rows"], key=lambda r: (r.failed is not None or getattr(r, key) is None,
+                                                      best(getattr(r, key) or 0))):
             parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
             if r.failed or getattr(r, key) is None:
                 parts.append(svg_text(left, y + 12, "failed", fill="#a00"))

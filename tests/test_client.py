@@ -470,3 +470,14 @@ def test_help_is_grouped_with_examples_and_no_empty_defaults():
         assert group in text, group
     assert "(default: None)" not in text and "28,000" not in text and "14,000" in text
     assert "python3 client.py --all --scenario pingpong-sweep" in text
+
+
+def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):
+    """The closed-loop chart draws the figure the README says to read first, the cheapest server on top."""
+    c = client_module
+    rows = [c.Run(server="echo_fast.py", msgs_per_s=900.0, msgs_per_server_cpu_s=100.0),
+            c.Run(server="echo_cheap.py", msgs_per_s=100.0, msgs_per_server_cpu_s=900.0),
+            c.Run(server="echo_broken.py", failed="it failed")]
+    svg = c.chart([{"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}], [])
+    assert "messages per server CPU-second" in svg and ">900<" in svg
+    assert svg.index("echo_cheap.py") < svg.index("echo_fast.py") < svg.index("echo_broken.py")
