@@ -74,9 +74,9 @@ def main():
     parser.add_argument("--most", type=int, default=100, help="idle clients at most")
     parser.add_argument("servers", nargs="*", default=SERVERS)
     args = parser.parse_args()
-    print("| server | {}with --timeout {:g}: denied by | service back after | trickling clients (a byte every "
-          "{:g} s) |".format("idle clients that denied service, before | service back after | " if args.before
-                             else "idle clients: ", args.timeout, args.timeout / 2))
+    print("| server | {}with --timeout {:g}: idle clients that denied service | service back after | trickling "
+          "clients (a byte every {:g} s) |".format("idle clients that denied service, before | service back after | "
+                                                   if args.before else "", args.timeout, args.timeout / 2))
     print("|---|" + ("---:|---|" if args.before else "") + "---:|---|---|")
     with tempfile.TemporaryDirectory() as old:
         for script in args.servers:

@@ -10,6 +10,11 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 README, README_JA = ROOT / "README.md", ROOT / "README.ja.md"
 ERRATA, ERRATA_JA = ROOT / "ERRATA.md", ROOT / "ERRATA.ja.md"
+RESULTS = ROOT / "RESULTS.md"
+RESULTS_LINE_LIMIT = 800  # a reader finishes it; the open loop's steps are in SWEEPS.md
+# The sections of each README that quote RESULTS.md: every figure in them comes from it.
+QUOTING = {README: ("Results", "The article's three questions", "Shared socket or SO_REUSEPORT?"),
+           README_JA: ("結果", "記事の 3 つの疑問", "共有ソケットか SO_REUSEPORT か")}
 # The sections of ERRATA.md about the article's code, each one table: ERRATA.ja.md translates
 # them, in this order, and nothing else ("Found while testing this pack" stays in English).
 ERRATA_ARTICLE_SECTIONS = ("The servers", "The client")
@@ -226,3 +231,28 @@ def test_relative_links_and_anchors_resolve(document):
         elif anchor and linked.suffix == ".md" and anchor not in anchors(linked):
             dead.append("{} (no such heading in {})".format(target, linked.name))
     assert not dead, "{}: {}".format(document.name, "; ".join(dead))
+
+
+@pytest.mark.parametrize("readme", sorted(QUOTING), ids=lambda path: path.name)
+def test_every_figure_a_readme_quotes_is_in_results(readme):
+    found = sections(text(readme))
+    quoted = set()
+    for heading in QUOTING[readme]:
+        assert heading in found, "{} has no section '## {}'".format(readme.name, heading)
+        quoted |= figures(found[heading])
+    assert quoted, "{} quotes no figure".format(readme.name)
+    missing = quoted - figures(text(RESULTS))
+    assert not missing, "{} quotes figures RESULTS.md does not have: {}".format(readme.name, sorted(missing))
+
+
+def test_results_is_within_its_length_budget():
+    lines = len(text(RESULTS).splitlines())
+    assert lines <= RESULTS_LINE_LIMIT, "RESULTS.md has {} lines (at most {})".format(lines, RESULTS_LINE_LIMIT)
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda path: path.name)
+def test_headings_are_unique(document):
+    """A link to a heading goes to one place: no two headings of a document share an anchor."""
+    seen = [slug(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.*?)\s*#*\s*$", prose(text(document)), re.M)]
+    twice = sorted({s for s in seen if seen.count(s) > 1})
+    assert not twice, "{}: headings that repeat: {}".format(document.name, twice)

@@ -1,0 +1,394 @@
+"""Measure everything RESULTS.md reports, then write RESULTS.md, SWEEPS.md, results.svg and openloop.svg.
+
+    python3 bench/regenerate.py [--only PART,...] [--render]
+
+One command, the repository alone: each PART below runs client.py or a benchmark script of this
+folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
+the Pythons, the commit, when, how long); then the documents are written from what is kept there,
+with bench/RESULTS.template.md as their text and client.py's own functions for the tables and charts,
+so every figure comes from this run. --only measures some parts again (the others are kept);
+--render measures nothing and writes the documents from bench/results/ again. About 45 minutes on a
+2-core machine, one part at a time (never run it beside another load). A part that fails is reported
+and its section says so; the rest still runs.
+"""
+import argparse
+import glob
+import json
+import os
+import platform
+import re
+import shlex
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+import client  # noqa: E402  the records, tables and charts: the documents write figures as client.py does
+from helpers import SERVERS, TLS_SERVERS  # noqa: E402
+
+PLAIN = [s for s in SERVERS if s not in TLS_SERVERS]
+CLIENT = [sys.executable, "client.py", "--all", "--json"]
+SHARED = "shared_socket --accept all,shared_socket --accept one,shared_socket --accept exclusive,reuseport," \
+         "prefork,selectors_process"
+DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
+
+
+def pythons():
+    """bench/python_versions.py's interpreters: this one first, then pyenv's newest CPython of another
+    minor version and Debian's newest (in the root .ci/debian_python makes), where the machine has them."""
+    mine = sys.version_info[:2]
+    pythons = [("{}.{}".format(*mine), sys.executable)]
+    pyenv = [(tuple(int(x) for x in path.split("/versions/")[1].split("/")[0].split(".")), path)
+             for path in glob.glob(os.path.expanduser("~/.pyenv/versions/3.*.*/bin/python3"))]
+    other = max(((version, path) for version, path in pyenv if version[:2] != mine), default=None)
+    if other:
+        pythons.append(("{}.{}".format(*other[0]), other[1]))
+    debian = [p for p in glob.glob(DEBIAN_ROOT + "/usr/bin/python3.*") if re.search(r"python3\.\d+$", p)]
+    if debian and os.geteuid() == 0:  # chroot needs root
+        newest = max(debian, key=lambda p: int(p.rsplit(".", 1)[1]))
+        pythons.append((newest.rsplit("python", 1)[1], "chroot:{}:{}".format(DEBIAN_ROOT, newest[len(DEBIAN_ROOT):])))
+    return [arg for label, where in pythons for arg in ("--python", "{}={}".format(label, where))]
+
+
+# Each part: what it measures, and its command(s); "json" parts keep client.py's --json output,
+# "md" parts what the script printed. Times are this 2-core machine's.
+PARTS = {
+    "article": ("json", "article-100, 3 runs (about 3 min)", [CLIENT + ["--scenario", "article-100"]]),
+    "cstar": ("json", "article-1000, c1k and c10k, 1 run (about 20 min)",
+              [CLIENT + ["--scenario", "article-1000,c1k,c10k", "--repeat", "1"]]),
+    # c10k-cpu holds the same 10,000 connections as c10k: a server that could not is not run again.
+    "c10kcpu": ("json", "c10k-cpu, 1 run, the servers that passed c10k (about 4 min)",
+                lambda: [CLIENT + ["--scenario", "c10k-cpu", "--repeat", "1", "--servers", ",".join(
+                    r.server.split()[0][len("echo_"):-len(".py")] for r in tables("cstar")["c10k"]["rows"]
+                    if not r.failed)]]),
+    "bulk": ("json", "messages of 1, 4 and 64 KiB, 1 run (about 3 min)",
+             [CLIENT + ["--scenario", "bulk", "--repeat", "1"]]),
+    "bulk_mmap": ("json", "bulk with glibc's mmap threshold pinned, three asyncio and epoll servers (about 1 min)",
+                  [["env", "MALLOC_MMAP_THRESHOLD_=131072"] + CLIENT + [
+                      "--scenario", "bulk", "--repeat", "1", "--servers", "epoll,asyncio_protocol,asyncio_buffered"]]),
+    "openloop": ("json", "pingpong and the open-loop sweep (about 7 min)",
+                 [CLIENT + ["--scenario", "pingpong,pingpong-sweep"]]),
+    "shared": ("json", "shared socket or SO_REUSEPORT, 2 workers (about 3 min)",
+               [CLIENT + ["--servers", SHARED, "--server-args", "--workers 2", "--scenario", "wrk,pingpong"]]),
+    "stopped": ("md", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
+                [[sys.executable, "bench/stopped_worker.py", "--workers", str(n)] for n in (2, 4)]),
+    "idle": ("md", "idle and trickling clients (about 3 min)",
+             [[sys.executable, "bench/idle_clients.py", "--timeout", "5", *PLAIN]]),
+    "soak": ("json", "memory over 100,000 connections (about 8 min)",
+             [[sys.executable, "bench/soak.py", s, "--warmup", "3000", "--connections", "100000", "--step",
+               "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
+    "stops": ("md", "stop signals, 100 cycles of each process server (about 2 min)",
+              [[sys.executable, "bench/stop_cycles.py", "--cycles", "100"]]),
+    "tls": ("md", "what TLS costs (about 5 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
+    "pythons": ("md", "the same servers on other Pythons (about 3 min)",
+                [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
+}
+
+
+def git(*args):
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+
+def measure(name):
+    """Run a part's commands one after another; keep what they printed (and how long they took)."""
+    kind, about, commands = PARTS[name]
+    commands = commands() if callable(commands) else commands  # worked out from the parts before it
+    print("== {}: {}".format(name, about), flush=True)
+    started, outputs, failed = time.monotonic(), [], []
+    for command in commands:
+        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
+        outputs.append(done.stdout)
+        if done.returncode:
+            failed.append("`{}` exited with status {}".format(" ".join(command[1:]), done.returncode))
+    if kind == "md":
+        (RESULTS / (name + ".md")).write_text("\n".join(outputs))
+    else:  # client.py prints one JSON document; soak.py lines, then its result as the last one
+        try:
+            kept = [json.loads(out if name != "soak" else out.strip().splitlines()[-1]) for out in outputs]
+            (RESULTS / (name + ".json")).write_text(json.dumps(kept if len(commands) > 1 else kept[0], indent=1)
+                                                     + "\n")
+        except (ValueError, IndexError):
+            failed.append("printed no figures: nothing kept")
+    meta = load("meta") or {}
+    meta.setdefault("parts", {})[name] = {
+        "seconds": round(time.monotonic() - started), "commit": git("rev-parse", "--short", "HEAD"),
+        # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
+        "changed": git("diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py", "bench/*.py", "tests/*.py").split(),
+        "failed": failed,
+        "commands": [shlex.join("python3" if word == sys.executable else word for word in c) for c in commands[:1]] + (
+            ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
+        "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    meta.update(machine=client.machine(), linux=platform.release(), openssl=ssl.OPENSSL_VERSION,
+                cores=len(os.sched_getaffinity(0)), host=socket.gethostname())
+    (RESULTS / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
+    print("== {}: {:.0f} s{}".format(name, time.monotonic() - started, "; " + "; ".join(failed) if failed else ""),
+          flush=True)
+
+
+def load(name):
+    for suffix in (".json", ".md"):
+        path = RESULTS / (name + suffix)
+        if path.exists():
+            return json.loads(path.read_text()) if suffix == ".json" else path.read_text()
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="measure these parts (comma-separated) and keep the others: " + ", ".join(PARTS))
+    parser.add_argument("--render", action="store_true", help="measure nothing: write the documents again")
+    parser.add_argument("--to", metavar="DIR", default=str(ROOT), help="write the documents there (default: the "
+                        "repository's top, where they are kept)")
+    args = parser.parse_args()
+    parts = [] if args.render else args.only.split(",") if args.only else list(PARTS)
+    unknown = set(parts) - set(PARTS)
+    if unknown:
+        parser.error("no such part: " + ", ".join(sorted(unknown)))
+    for name in parts:
+        RESULTS.mkdir(exist_ok=True)
+        measure(name)
+    render(Path(args.to))
+    return 0
+
+
+# ---- the documents, from bench/results/
+
+def tables(name):
+    """A client.py --all part's closed-loop tables, as client.py's records: {scenario: table}."""
+    kept = load(name)
+    found = {}
+    for table in (kept or {}).get("tables", []):
+        table = dict(table, workload=client.Workload(**table["workload"]),
+                     rows=[client.Run(**row) for row in table["rows"]])
+        found[table["scenario"]] = table
+    return found
+
+
+def sweeps(name):
+    return [dict(s, workload=client.Workload(**s["workload"]), steps=[client.Step(**step) for step in s["steps"]])
+            for s in (load(name) or {}).get("sweeps", [])]
+
+
+def row(table, server):
+    """A server's row in a table (a Run), or None."""
+    return next((r for r in (table or {}).get("rows", []) if r.server == server), None)
+
+
+def md_table(table):
+    """A closed-loop table as client.py --markdown writes it, less its heading (the section has one)."""
+    return "\n".join(client.table_markdown(table)[2:]).rstrip() if table else "(not measured: {})".format(table)
+
+
+def bench_tables(text):
+    """The Markdown tables a benchmark script printed, each as its lines."""
+    found, current = [], None
+    for line in (text or "").splitlines():
+        if line.startswith("|"):
+            if current is None:
+                current = []
+                found.append(current)
+            current.append(line)
+        else:
+            current = None
+    return found
+
+
+def cells(lines):
+    """{first cell: [the other cells]} of a Markdown table's rows."""
+    return {c[0]: c[1:] for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines[2:])}
+
+
+def failed_words(r):
+    """Why a row failed, short: the pattern's limit where the client names one."""
+    if r is None:
+        return "not run"
+    why = r.failed or ""
+    return "fails: " + (why.split("the pattern's limit: ")[1] if "the pattern's limit: " in why else why)
+
+
+def summary(v):
+    """The table at the top: a row per server."""
+    article, cstar, sweep_list = tables("article"), tables("cstar"), sweeps("openloop")
+    knees = {s["server"]: s for s in sweep_list}
+    soak = {r["server"]: r for r in load("soak") or []}
+    idle = cells((bench_tables(load("idle")) or [[]])[0])
+    lines = ["| server | msgs per server CPU-s, article-100 | p99 ms, 1,000 clients (article-1000) | c10k "
+             "| open-loop knee, connections/s | memory growth over 100,000 connections | idle clients that deny "
+             "service |", "|---|---:|---:|---|---:|---:|---|"]
+    names = sorted({r.server for t in list(article.values()) + list(cstar.values()) for r in t["rows"]})
+    for server in names:
+        a = row(article.get("article-100"), server)
+        k = row(cstar.get("article-1000"), server)
+        c = row(cstar.get("c10k"), server)
+        s = knees.get(server)
+        base = server.split()[0]
+        m = soak.get(base) if base == server else None
+        growth = "-" if m is None else "{:+,} KiB ({}){}".format(m["growth_kib"], m["metric"], "" if m[
+            "passed"] else ", failed")
+        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+            server, "-" if a is None or a.failed else "{:,.0f}".format(a.msgs_per_server_cpu_s),
+            "-" if k is None else failed_words(k) if k.failed else client.ms_text(k.p99_ms),
+            "-" if c is None else failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
+                c.connect_phase_s, client.ms_text(c.p99_ms)),
+            "-" if s is None else client.knee_text(s, " or more" if False else ""), growth,
+            (idle.get(base) or ["-"])[0] if base == server else "-"))
+    return "\n".join(lines)
+
+
+def n(value, spec="{:,.0f}"):
+    return "-" if value is None else spec.format(value)
+
+
+def us(r):
+    """Server CPU a message, in microseconds, from a row."""
+    return None if r is None or r.failed or not r.msgs_per_server_cpu_s else 1e6 / r.msgs_per_server_cpu_s
+
+
+def listing(items):
+    items = list(items)
+    return "none" if not items else items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def soak_table():
+    lines = ["| server | memory | start MiB | after the warm-up MiB | after 100,000 more MiB | growth KiB | descriptors "
+             "| failed exchanges | verdict |", "|---|---|---:|---:|---:|---:|---|---:|---|"]
+    for r in load("soak") or []:
+        warm, last = r["samples"][1], r["samples"][-1]
+        lines.append("| {} | {} | {:.1f} | {:.1f} | {:.1f} | {:+,} | {} -> {} | {:,} | {} |".format(
+            r["server"], r["metric"], r["samples"][0]["mem_kib"] / 1024, warm["mem_kib"] / 1024, last["mem_kib"] / 1024,
+            r["growth_kib"], warm["fds"], last["fds"], sum(r["failures"].values()), "passed" if r["passed"] else "FAILED"))
+    return "\n".join(lines)
+
+
+def values(meta):
+    """Every name bench/RESULTS.template.md uses, from this run's results."""
+    parts = meta.get("parts", {})
+    article, cstar, bulk, mmap = tables("article"), tables("cstar"), tables("bulk"), tables("bulk_mmap")
+    openloop, shared = tables("openloop"), tables("shared")
+    sweep_list = sweeps("openloop")
+    a100, a1000, c10k = article.get("article-100"), cstar.get("article-1000"), cstar.get("c10k")
+    c10kcpu = tables("c10kcpu").get("c10k-cpu")
+    v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
+         "cores": meta.get("cores", "-"),
+         "linux": meta.get("linux", "-"), "openssl": meta.get("openssl", "-"),
+         "commit": listing(sorted({p["commit"] + (" (with uncommitted changes)" if p.get("dirty", p.get("changed"))
+                                                  else "") for p in parts.values()})),
+         "minutes": round(sum(p["seconds"] for p in parts.values()) / 60),
+         "first": min([p.get("started", p["when"]) for p in parts.values()] or ["-"]),
+         "failed_parts": listing("{} ({})".format(name, "; ".join(p["failed"])) for name, p in sorted(parts.items())
+                                 if p["failed"]),
+         "summary": summary(v={}), "soak": soak_table()}
+    for name, table in [("a100", a100), ("a1000", a1000), ("c1k", cstar.get("c1k")), ("c10k", c10k),
+                        ("c10kcpu", c10kcpu), ("pingpong", openloop.get("pingpong")),
+                        ("wrk", shared.get("wrk")), ("shared_pingpong", shared.get("pingpong"))] + [
+            ("bulk{}".format(size), bulk.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)] + [
+            ("mmap{}".format(size), mmap.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)]:
+        v[name + "_table"] = md_table(table)
+    for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
+        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", load(name) or "(not measured)", flags=re.M).strip()
+    # The three questions and the article's scenarios, per server: us a message, p99, msgs/s.
+    for short in ("epoll", "select", "selectors", "asyncio", "asyncio_streams", "asyncio_protocol",
+                  "asyncio_buffered", "prefork", "prethread", "thread", "fork", "threadpool", "select_pool"):
+        server = "echo_{}.py".format(short)
+        for label, table in (("100", a100), ("1000", a1000)):
+            r = row(table, server)
+            v["{}_us_{}".format(short, label)] = n(us(r), "{:.1f}")
+            v["{}_p99_{}".format(short, label)] = n(None if r is None or r.failed else r.p99_ms, "{:.0f}")
+            v["{}_msgs_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_s)
+            v["{}_cpu_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_server_cpu_s)
+    good = [r for r in (a1000 or {}).get("rows", []) if not r.failed]
+    v["a1000_passed"] = len(good)
+    v["prefork_rank_1000"] = next((str(i) for i, r in enumerate(good, 1) if r.server == "echo_prefork.py"), "-")
+    # c10k: who passes, who fails and why; the connects that waited on a SYN retry.
+    rows = (c10k or {}).get("rows", [])
+    v["c10k_passed"] = len([r for r in rows if not r.failed])
+    v["c10k_servers"] = len(rows)
+    v["c10k_pass_list"] = listing("{} {:,.0f}".format(r.server, r.msgs_per_s) for r in rows if not r.failed)
+    v["c10k_fail_list"] = listing("{} ({})".format(r.server, failed_words(r)[len("fails: "):]) for r in rows if r.failed)
+    v["c10k_retries"] = listing("{} {:,} ({:.1f} s)".format(r.server, r.syn_retries, r.connect_phase_s) for r in rows
+                                if not r.failed and r.syn_retries)
+    v["c10k_no_retry"] = listing(r.server for r in rows if not r.failed and not r.syn_retries)
+    cpu_rows = [r for r in (c10kcpu or {}).get("rows", []) if not r.failed]
+    many = [r for r in cpu_rows if r.worker_cpu_s and len(r.worker_cpu_s) > 1]
+    one = [r for r in cpu_rows if r not in many]
+    v["c10kcpu_many"] = listing("{} {:.1f} s".format(r.server, r.echo_phase_s) for r in many)
+    v["c10kcpu_one"] = "{:.1f} to {:.1f} s".format(min(r.echo_phase_s for r in one), max(r.echo_phase_s for r in one)) \
+        if one else "-"
+    # Message sizes: the Protocol against the BufferedProtocol, with the allocator's defaults and pinned.
+    for label, tabs in (("default", bulk), ("mmap", mmap)):
+        for size in (4096, 65536):
+            t = tabs.get("bulk-{}".format(size))
+            p, b, e = (row(t, "echo_asyncio_{}.py".format(x)) for x in ("protocol", "buffered")), None, None
+            p, b = (row(t, "echo_asyncio_protocol.py"), row(t, "echo_asyncio_buffered.py"))
+            e = row(t, "echo_epoll.py")
+            v["{}_{}_protocol".format(label, size)] = n(p and not p.failed and p.msgs_per_server_cpu_s)
+            v["{}_{}_buffered".format(label, size)] = n(b and not b.failed and b.msgs_per_server_cpu_s)
+            v["{}_{}_epoll".format(label, size)] = n(e and not e.failed and e.msgs_per_server_cpu_s)
+            v["{}_{}_ratio".format(label, size)] = n(b.msgs_per_server_cpu_s / p.msgs_per_server_cpu_s if p and b and
+                                                     not p.failed and not b.failed else None, "{:.1f}")
+    on_uvloop = any("--uvloop" in r.server for table in bulk.values() for r in table["rows"])
+    v["uvloop"] = "its rows are the tables' `--uvloop` rows" if on_uvloop else \
+        "it was not installed for this run (with it, `client.py --all` adds `--uvloop` rows)"
+    # The open loop: the knees, ranked, and the steps in SWEEPS.md.
+    lines = client.sweeps_markdown(sweep_list) if sweep_list else ["(not measured)"]
+    first = next((i for i, line in enumerate(lines) if line.startswith("#### ")), len(lines))
+    v["knees"] = "\n".join(lines[2:first]).strip()
+    ranked = sorted(sweep_list, key=lambda s: (-(s["knee"] or 0), s["server"]))
+    v["knee_top"] = listing("{} {}".format(s["server"], client.knee_text(s)) for s in ranked[:3])
+    v["knee_low"] = listing("{} {}".format(s["server"], client.knee_text(s)) for s in ranked[-3:])
+    at_top = [s["server"] for s in sweep_list if s["knee_at_top"]]
+    v["knee_at_top"] = "{} kept up with the whole sweep (the client's limit on these two shared cores, not " \
+        "the servers')".format(listing(at_top)) if at_top else "No server kept up with the whole sweep"
+    # Shared socket or SO_REUSEPORT: wrk's msgs/s against SO_REUSEPORT's, the busiest worker's share, and
+    # how many responses waited for a stopped worker.
+    wrk = {r.server.split()[0]: [] for r in (shared.get("wrk") or {}).get("rows", [])}
+    for r in (shared.get("wrk") or {}).get("rows", []):
+        wrk[r.server.split()[0]].append(r)
+    reuse = (wrk.get("echo_reuseport.py") or [None])[0]
+    ratios = [r.msgs_per_s / reuse.msgs_per_s for r in wrk.get("echo_shared_socket.py", []) if reuse and not r.failed]
+    v["shared_ratio"] = "{:.0%} to {:.0%}".format(min(ratios), max(ratios)) if ratios else "-"
+    shares = [r.busiest_cpu_share for r in wrk.get("echo_shared_socket.py", []) if r.busiest_cpu_share]
+    v["shared_busiest"] = "{:.0%} to {:.0%}".format(min(shares), max(shares)) if shares else "-"
+    v["reuseport_busiest"] = "{:.0%}".format(reuse.busiest_cpu_share) if reuse and reuse.busiest_cpu_share else "-"
+    waited = {}
+    for table in bench_tables(load("stopped")):  # one table per --workers
+        for server, cells_ in cells(table).items():
+            waited.setdefault(server.split()[0], []).append(cells_[5])
+    v["stopped_reuseport"] = listing(waited.get("echo_reuseport.py", ["-"]))
+    v["stopped_shared"] = listing(sorted(set(c for server, cs in waited.items() if server == "echo_shared_socket.py"
+                                             for c in cs)))
+    v["stopped_process"] = listing(waited.get("echo_selectors_process.py", ["-"]))
+    v["rates"] = client.rates_text(sweep_list[0]["rates"]) if sweep_list else "-"
+    return v
+
+
+def render(to):
+    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to."""
+    meta = load("meta") or {"parts": {}}
+    v = values(meta)
+    v["summary"] = summary(v)
+    text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)
+    (to / "RESULTS.md").write_text(text.rstrip() + "\n")
+    sweep_list = sweeps("openloop")
+    if sweep_list:
+        lines = client.sweeps_markdown(sweep_list)
+        first = next(i for i, line in enumerate(lines) if line.startswith("#### "))
+        (to / "SWEEPS.md").write_text("\n".join(
+            ["# The open-loop sweep, step by step", "", "Each server's steps of the sweep that "
+             "[RESULTS.md](RESULTS.md#open-loop-the-connection-rate) summarizes, from the same run ({}). {}.".format(
+                 v["when"], client.knee_rule_text().capitalize()), ""] + lines[first:]).rstrip() + "\n")
+        (to / "openloop.svg").write_text(client.chart([], sweep_list))
+    article = tables("article")
+    if article:
+        (to / "results.svg").write_text(client.chart(list(article.values()), []))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

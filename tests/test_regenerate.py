@@ -1,0 +1,29 @@
+"""RESULTS.md, SWEEPS.md, results.svg and openloop.svg are what bench/regenerate.py writes from the
+measurements kept in bench/results/: no figure typed by hand, none left from an older run, and the
+tables written by client.py's own records. Nothing is measured here (--render)."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCUMENTS = ("RESULTS.md", "SWEEPS.md", "results.svg", "openloop.svg")
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def test_the_documents_are_what_the_kept_measurements_give(tmp_path):
+    subprocess.run([sys.executable, str(ROOT / "bench" / "regenerate.py"), "--render", "--to", str(tmp_path)],
+                   cwd=str(ROOT), check=True, timeout=60)
+    for name in DOCUMENTS:
+        assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
+            "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
+
+
+def test_every_part_was_measured_and_says_where():
+    import regenerate
+    meta = json.loads((ROOT / "bench" / "results" / "meta.json").read_text())
+    assert sorted(meta["parts"]) == sorted(regenerate.PARTS), "measure the missing parts: --only PART"
+    for name, part in meta["parts"].items():
+        assert part["commit"] and part["when"] and part["commands"], name
+    assert meta["machine"] and meta["linux"] and meta["cores"]
+
