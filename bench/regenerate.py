@@ -311,6 +311,9 @@ def values(meta):
             v["{}_p99_{}".format(short, label)] = n(None if r is None or r.failed else r.p99_ms, "{:.0f}")
             v["{}_msgs_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_s)
             v["{}_cpu_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_server_cpu_s)
+    others = [r for r in (a1000 or {}).get("rows", []) if r.failed and r.server != "echo_simple.py"]
+    v["a1000_other_failures"] = "{} failed at 1,000 clients too: {}.".format(
+        listing(r.server for r in others), "; ".join(r.failed for r in others)) if others else ""
     good = [r for r in (a1000 or {}).get("rows", []) if not r.failed]
     v["a1000_passed"] = len(good)
     v["prefork_rank_1000"] = next((str(i) for i, r in enumerate(good, 1) if r.server == "echo_prefork.py"), "-")
