@@ -220,6 +220,20 @@ def failed_words(r):
     return "fails: " + (why.split("the pattern's limit: ")[1] if "the pattern's limit: " in why else why)
 
 
+def by_reason(rows):
+    """Failed rows grouped by why: "echo_a.py and echo_b.py (the reason); echo_c.py (another)"."""
+    reasons = {}
+    for r in rows:
+        reasons.setdefault(failed_words(r)[len("fails: "):], []).append(r.server)
+    return "; ".join("{} ({})".format(listing(servers), why) for why, servers in reasons.items()) or "none"
+
+
+def knee(s):
+    """A sweep's knee as the tables say it, and whose limit it is when the client could not keep up."""
+    return client.knee_text(s) + (" (the client's limit: it could not keep its schedule)" if s["client_limited"]
+                                  else "")
+
+
 def summary(v):
     """The table at the top: a row per server."""
     article, cstar, sweep_list = tables("article"), tables("cstar"), sweeps("openloop")
@@ -245,7 +259,7 @@ def summary(v):
             (failed_words(c1) + " (at c1k)" if c1 is not None and c1.failed else "-") if c is None else
             failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
                 c.connect_phase_s, client.ms_text(c.p99_ms)),
-            "-" if s is None else client.knee_text(s, " or more" if False else ""), growth,
+            "-" if s is None else knee(s), growth,
             (idle.get(base) or ["-"])[0] if base == server else "-"))
     return "\n".join(lines)
 
@@ -286,8 +300,9 @@ def values(meta):
     v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
          "cores": meta.get("cores", "-"),
          "linux": meta.get("linux", "-"), "openssl": meta.get("openssl", "-"),
-         "commit": listing(sorted({p["commit"] + (" (with uncommitted changes)" if p.get("dirty", p.get("changed"))
-                                                  else "") for p in parts.values()})),
+         "commit": listing(dict.fromkeys(  # in the order they were measured at
+             p["commit"] + (" (with uncommitted changes)" if p.get("dirty", p.get("changed")) else "")
+             for p in sorted(parts.values(), key=lambda p: p.get("started", p["when"])))),
          "minutes": round(sum(p["seconds"] for p in parts.values()) / 60),
          "first": min([p.get("started", p["when"]) for p in parts.values()] or ["-"]),
          "failed_parts": listing("{} ({})".format(name, "; ".join(p["failed"])) for name, p in sorted(parts.items())
@@ -314,6 +329,9 @@ def values(meta):
     others = [r for r in (a1000 or {}).get("rows", []) if r.failed and r.server != "echo_simple.py"]
     v["a1000_other_failures"] = "{} failed at 1,000 clients too: {}.".format(
         listing(r.server for r in others), "; ".join(r.failed for r in others)) if others else ""
+    for short in ("prefork", "epoll"):
+        r = row(a1000, "echo_{}.py".format(short))
+        v[short + "_syn_1000"] = n(None if r is None or r.failed else r.syn_retries)
     good = [r for r in (a1000 or {}).get("rows", []) if not r.failed]
     v["a1000_passed"] = len(good)
     v["prefork_rank_1000"] = next((str(i) for i, r in enumerate(good, 1) if r.server == "echo_prefork.py"), "-")
@@ -328,10 +346,9 @@ def values(meta):
     rows = (c10k or {}).get("rows", [])
     v["c10k_passed"] = len([r for r in rows if not r.failed])
     v["c10k_servers"] = len((a1000 or {}).get("rows", []))
-    v["c1k_fail_list"] = listing("{} ({})".format(r.server, failed_words(r)[len("fails: "):])
-                                 for r in cstar.get("c1k", {}).get("rows", []) if r.failed)
+    v["c1k_fail_list"] = by_reason(r for r in cstar.get("c1k", {}).get("rows", []) if r.failed)
     v["c10k_pass_list"] = listing("{} {:,.0f}".format(r.server, r.msgs_per_s) for r in rows if not r.failed)
-    v["c10k_fail_list"] = listing("{} ({})".format(r.server, failed_words(r)[len("fails: "):]) for r in rows if r.failed)
+    v["c10k_fail_list"] = by_reason(r for r in rows if r.failed)
     v["c10k_retries"] = listing("{} {:,} ({:.1f} s)".format(r.server, r.syn_retries, r.connect_phase_s) for r in rows
                                 if not r.failed and r.syn_retries)
     v["c10k_no_retry"] = listing(r.server for r in rows if not r.failed and not r.syn_retries)
@@ -361,8 +378,10 @@ def values(meta):
     first = next((i for i, line in enumerate(lines) if line.startswith("#### ")), len(lines))
     v["knees"] = "\n".join(lines[2:first]).strip()
     ranked = sorted(sweep_list, key=lambda s: (-(s["knee"] or 0), s["server"]))
-    v["knee_top"] = listing("{} {}".format(s["server"], client.knee_text(s)) for s in ranked[:3])
-    v["knee_low"] = listing("{} {}".format(s["server"], client.knee_text(s)) for s in ranked[-3:])
+    top = [s for s in ranked if (s["knee"] or 0) >= (ranked[min(2, len(ranked) - 1)]["knee"] or 0)] if ranked else []
+    low = [s for s in ranked if (s["knee"] or 0) <= (ranked[max(-3, -len(ranked))]["knee"] or 0)][::-1]
+    v["knee_top"] = listing("{} {}".format(s["server"], knee(s)) for s in top)
+    v["knee_low"] = listing("{} {}".format(s["server"], knee(s)) for s in low)
     at_top = [s["server"] for s in sweep_list if s["knee_at_top"]]
     v["knee_at_top"] = "{} kept up with the whole sweep (the client's limit on these two shared cores, not " \
         "the servers')".format(listing(at_top)) if at_top else "No server kept up with the whole sweep"
@@ -374,8 +393,8 @@ def values(meta):
     reuse = (wrk.get("echo_reuseport.py") or [None])[0]
     ratios = [r.msgs_per_s / reuse.msgs_per_s for r in wrk.get("echo_shared_socket.py", []) if reuse and not r.failed]
     v["shared_ratio"] = "{:.0%} to {:.0%}".format(min(ratios), max(ratios)) if ratios else "-"
-    shares = [r.busiest_cpu_share for r in wrk.get("echo_shared_socket.py", []) if r.busiest_cpu_share]
-    v["shared_busiest"] = "{:.0%} to {:.0%}".format(min(shares), max(shares)) if shares else "-"
+    v["shared_busiest"] = listing("{:.0%} ({})".format(r.busiest_cpu_share, r.server.split("--accept ")[-1])
+                                  for r in wrk.get("echo_shared_socket.py", []) if r.busiest_cpu_share)
     v["reuseport_busiest"] = "{:.0%}".format(reuse.busiest_cpu_share) if reuse and reuse.busiest_cpu_share else "-"
     waited = {}
     for table in bench_tables(load("stopped")):  # one table per --workers
@@ -385,7 +404,12 @@ def values(meta):
     v["stopped_shared"] = listing(sorted(set(c for server, cs in waited.items() if server == "echo_shared_socket.py"
                                              for c in cs)))
     v["stopped_process"] = listing(waited.get("echo_selectors_process.py", ["-"]))
-    v["rates"] = client.rates_text(sweep_list[0]["rates"]) if sweep_list else "-"
+    v["stopped_prefork"] = listing(waited.get("echo_prefork.py", ["-"]))
+    rates = sweep_list[0]["rates"] if sweep_list else [0, 0]
+    v["rates"] = "new connections offered on a clock, whether or not earlier ones have finished, {} a second " \
+        "at first and {} more each one-second step up to {} (a sweep stops two steps past its limit), a response " \
+        "time counting from a connection's scheduled start".format(client.rate_text(rates[0]), client.rate_text(
+            rates[1] - rates[0]), client.rate_text(rates[-1]))
     return v
 
 
