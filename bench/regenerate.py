@@ -237,6 +237,7 @@ def knee(s):
 def summary(v):
     """The table at the top: a row per server."""
     article, cstar, sweep_list = tables("article"), tables("cstar"), sweeps("openloop")
+    c10k = tables("c10k").get("c10k")
     knees = {s["server"]: s for s in sweep_list}
     soak = {r["server"]: r for r in load("soak") or []}
     idle = cells((bench_tables(load("idle")) or [[]])[0])
@@ -247,7 +248,7 @@ def summary(v):
     for server in names:
         a = row(article.get("article-100"), server)
         k = row(cstar.get("article-1000"), server)
-        c, c1 = row(tables("c10k").get("c10k"), server), row(cstar.get("c1k"), server)
+        c, c1 = row(c10k, server), row(cstar.get("c1k"), server)
         s = knees.get(server)
         base = server.split()[0]
         m = soak.get(base) if base == server else None
@@ -362,7 +363,6 @@ def values(meta):
     for label, tabs in (("default", bulk), ("mmap", mmap)):
         for size in (4096, 65536):
             t = tabs.get("bulk-{}".format(size))
-            p, b, e = (row(t, "echo_asyncio_{}.py".format(x)) for x in ("protocol", "buffered")), None, None
             p, b = (row(t, "echo_asyncio_protocol.py"), row(t, "echo_asyncio_buffered.py"))
             e = row(t, "echo_epoll.py")
             v["{}_{}_protocol".format(label, size)] = n(p and not p.failed and p.msgs_per_server_cpu_s)
