@@ -32,6 +32,7 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 WORKERS = os.cpu_count() or 1  # one worker per core
 
 channels = {}  # pid of each worker -> the acceptor's end of the Unix socket that feeds it
+waiting = collections.deque()  # accepted connections no worker's channel had room for yet
 turn = itertools.count()  # the acceptor deals connections to the workers in turn
 
 
@@ -51,10 +52,11 @@ def accept_loop(server_sock, workers):
     while True:
         while len(channels) < workers and start_worker(server_sock):
             pass
+        full = hand_over()  # [] unless a connection waits: then the channels it waits to have room
         # Wait for clients and signals; with a worker missing (fork() failed), try again soon.
-        full = len(channels) == workers
-        watched = [signals, server_sock] if channels else [signals]
-        ready, _, _ = select.select(watched, [], [], None if full else FORK_RETRY)
+        # While a connection waits, accept no more: the clients after it wait in the listen queue.
+        watched = [signals, server_sock] if channels and not full else [signals]
+        ready, _, _ = select.select(watched, full, [], None if len(channels) == workers else FORK_RETRY)
         if signals in ready:
             # Blocked from here, a second stop signal waits for stop_children(), which ends at once.
             signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
@@ -149,17 +151,35 @@ def accept_clients(server_sock):
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        with new_sock:  # the worker gets its own copy of the descriptor
-            for _ in range(len(channels)):  # in turn; one that died or stopped reading is passed over
-                pid, channel = list(channels.items())[next(turn) % len(channels)]
-                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # before the worker can log
-                try:
-                    socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-                    break
-                except OSError as e:
-                    log("[PID:{}]Send:{}: trying the next worker", pid, e.strerror)
-            else:
-                log("Accept:{}:{}: connection shed, no worker takes it", *address[:2])
+        waiting.append((new_sock, address))
+        if hand_over():
+            return  # every worker's channel is full: the others wait in the listen queue
+
+
+def hand_over():
+    """Pass the waiting connections to the workers in turn, each its own copy of the descriptor;
+    one whose channel is full (a busy or stopped worker) is passed over. While a connection
+    waits, return the full channels: select() says when one has room. Passed or shed: []."""
+    while waiting:
+        new_sock, address = waiting[0]
+        full = []
+        for _ in range(len(channels)):
+            pid, channel = list(channels.items())[next(turn) % len(channels)]
+            try:
+                socket.send_fds(channel, [b"c"], [new_sock.fileno()])
+                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # its worker may have logged first
+                break
+            except BlockingIOError:
+                full.append(channel)
+            except OSError as e:  # a worker that died, not yet replaced
+                log("[PID:{}]Send:{}: trying the next worker", pid, e.strerror)
+        else:
+            if full:
+                return full
+            log("Accept:{}:{}: connection shed, no worker takes it", *address[:2])
+        waiting.popleft()
+        new_sock.close()
+    return []
 
 
 def receive_clients(selector, worker_end, active, now, flags=0):
@@ -504,6 +524,8 @@ def main():
             accept_loop(server_sock, args.workers)
         except KeyboardInterrupt:
             server_sock.close()  # stop accepting: new clients are refused while the workers finish
+            for new_sock, _ in waiting:
+                new_sock.close()  # as the clients still in the listen queue: refused
             for channel in channels.values():
                 channel.close()  # its worker sees EOF: it stops taking connections (so does SIGTERM)
             stop_children()

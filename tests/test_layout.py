@@ -57,7 +57,8 @@ LESSON_BUDGET_EXCEPTIONS = {
                                  "chunks the senders hold (send_queue.join()) before it half-closes"),
     "echo_threadpool.py": (126, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop"),
-    "echo_selectors_process.py": (178, "two programs: the acceptor (deal, replace workers, wake on signals) and "
+    "echo_selectors_process.py": (194, "two programs: the acceptor (deal, replace workers, wake on signals, and "
+                                       "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
     "echo_fork.py": (106, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
@@ -85,9 +86,10 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_reuseport.py": (175, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner) with the SO_REUSEPORT socket"),
-    "echo_selectors_process.py": (202, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (224, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
-                                       "and the descriptor hand-over"),
+                                       "and the descriptor hand-over, which holds back what no channel has room "
+                                       "for (hand_over(): 25 lines)"),
     "echo_fork.py": (139, "a fork per connection, plus the stop every process server shares (finished_children, "
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
