@@ -194,7 +194,7 @@ def md_table(table):
 
 
 def bench_tables(text):
-    """The Markdown tables a benchmark script printed, each as its lines."""
+    """The Markdown tables in text (a benchmark script's output, a document), each as its lines."""
     found, current = [], None
     for line in (text or "").splitlines():
         if line.startswith("|"):
