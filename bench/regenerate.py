@@ -234,7 +234,7 @@ def knee(s):
                                   else "")
 
 
-def summary(v):
+def summary():
     """The table at the top: a row per server."""
     article, cstar, sweep_list = tables("article"), tables("cstar"), sweeps("openloop")
     c10k = tables("c10k").get("c10k")
@@ -291,13 +291,16 @@ def soak_table():
 
 
 def values(meta):
-    """Every name bench/RESULTS.template.md uses, from this run's results."""
+    """Every name bench/RESULTS.template.md uses, from this run's results: a function a section."""
+    v = run_values(meta)
+    for section in (table_values, question_values, c10k_values, size_values, openloop_values, shared_values):
+        v.update(section())
+    return v
+
+
+def run_values(meta):
+    """When, where and at which commits the parts ran; the tables kept as the scripts printed them."""
     parts = meta.get("parts", {})
-    article, cstar, bulk, mmap = tables("article"), tables("cstar"), tables("bulk"), tables("bulk_mmap")
-    openloop, shared = tables("openloop"), tables("shared")
-    sweep_list = sweeps("openloop")
-    a100, a1000, c10k = article.get("article-100"), cstar.get("article-1000"), tables("c10k").get("c10k")
-    c10kcpu = tables("c10kcpu").get("c10k-cpu")
     v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
          "cores": meta.get("cores", "-"),
          "linux": meta.get("linux", "-"), "openssl": meta.get("openssl", "-"),
@@ -308,16 +311,29 @@ def values(meta):
          "first": min([p.get("started", p["when"]) for p in parts.values()] or ["-"]),
          "failed_parts": listing("{} ({})".format(name, "; ".join(p["failed"])) for name, p in sorted(parts.items())
                                  if p["failed"]),
-         "summary": summary(v={}), "soak": soak_table()}
-    for name, table in [("a100", a100), ("a1000", a1000), ("c1k", cstar.get("c1k")), ("c10k", c10k),
-                        ("c10kcpu", c10kcpu), ("pingpong", openloop.get("pingpong")),
-                        ("wrk", shared.get("wrk")), ("shared_pingpong", shared.get("pingpong"))] + [
-            ("bulk{}".format(size), bulk.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)] + [
-            ("mmap{}".format(size), mmap.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)]:
-        v[name + "_table"] = md_table(table)
+         "summary": summary(), "soak": soak_table()}
     for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", load(name) or "(not measured)", flags=re.M).strip()
-    # The three questions and the article's scenarios, per server: us a message, p99, msgs/s.
+    return v
+
+
+def table_values():
+    """client.py's tables, as Markdown."""
+    article, cstar, bulk, mmap = tables("article"), tables("cstar"), tables("bulk"), tables("bulk_mmap")
+    openloop, shared = tables("openloop"), tables("shared")
+    return {name + "_table": md_table(table) for name, table in [
+        ("a100", article.get("article-100")), ("a1000", cstar.get("article-1000")), ("c1k", cstar.get("c1k")),
+        ("c10k", tables("c10k").get("c10k")), ("c10kcpu", tables("c10kcpu").get("c10k-cpu")),
+        ("pingpong", openloop.get("pingpong")), ("wrk", shared.get("wrk")),
+        ("shared_pingpong", shared.get("pingpong"))] + [
+        ("bulk{}".format(size), bulk.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)] + [
+        ("mmap{}".format(size), mmap.get("bulk-{}".format(size))) for size in (1024, 4096, 65536)]}
+
+
+def question_values():
+    """The three questions and the article's scenarios, per server: us a message, p99, msgs/s."""
+    a100, a1000 = tables("article").get("article-100"), tables("cstar").get("article-1000")
+    v = {}
     for short in ("epoll", "select", "selectors", "asyncio", "asyncio_streams", "asyncio_protocol",
                   "asyncio_buffered", "prefork", "prethread", "thread", "fork", "threadpool", "select_pool"):
         server = "echo_{}.py".format(short)
@@ -343,7 +359,14 @@ def values(meta):
         "with a thousand descriptors, select()'s scan of every one at each wake-up shows ({:.2f}x the CPU a " \
         "message)".format(ratio) if ratio >= 1.1 else "with a thousand busy descriptors, select()'s scan of " \
         "every one at each wake-up is still small beside the Python work per message ({:.2f}x)".format(ratio)
-    # c10k: who passes, who fails and why; the connects that waited on a SYN retry.
+    return v
+
+
+def c10k_values():
+    """c10k: who passes, who fails and why; the connects that waited on a SYN retry; c10k-cpu's echo phase."""
+    cstar = tables("cstar")
+    a1000, c10k, c10kcpu = cstar.get("article-1000"), tables("c10k").get("c10k"), tables("c10kcpu").get("c10k-cpu")
+    v = {}
     rows = (c10k or {}).get("rows", [])
     v["c10k_passed"] = len([r for r in rows if not r.failed])
     v["c10k_servers"] = len((a1000 or {}).get("rows", []))
@@ -359,7 +382,13 @@ def values(meta):
     v["c10kcpu_many"] = listing("{} {:.1f} s".format(r.server, r.echo_phase_s) for r in many)
     v["c10kcpu_one"] = "{:.1f} to {:.1f} s".format(min(r.echo_phase_s for r in one), max(r.echo_phase_s for r in one)) \
         if one else "-"
-    # Message sizes: the Protocol against the BufferedProtocol, with the allocator's defaults and pinned.
+    return v
+
+
+def size_values():
+    """Message sizes: the Protocol against the BufferedProtocol, with the allocator's defaults and pinned."""
+    bulk, mmap = tables("bulk"), tables("bulk_mmap")
+    v = {}
     for label, tabs in (("default", bulk), ("mmap", mmap)):
         for size in (4096, 65536):
             t = tabs.get("bulk-{}".format(size))
@@ -373,7 +402,13 @@ def values(meta):
     on_uvloop = any("--uvloop" in r.server for table in bulk.values() for r in table["rows"])
     v["uvloop"] = "its rows are the tables' `--uvloop` rows" if on_uvloop else \
         "it was not installed for this run (with it, `client.py --all` adds `--uvloop` rows)"
-    # The open loop: the knees, ranked, and the steps in SWEEPS.md.
+    return v
+
+
+def openloop_values():
+    """The open loop: the knees, ranked (the steps are in SWEEPS.md), and the sweep's rates in words."""
+    sweep_list = sweeps("openloop")
+    v = {}
     lines = client.sweeps_markdown(sweep_list) if sweep_list else ["(not measured)"]
     first = next((i for i, line in enumerate(lines) if line.startswith("#### ")), len(lines))
     v["knees"] = "\n".join(lines[2:first]).strip()
@@ -385,8 +420,18 @@ def values(meta):
     at_top = [s["server"] for s in sweep_list if s["knee_at_top"]]
     v["knee_at_top"] = "{} kept up with the whole sweep (the client's limit on these two shared cores, not " \
         "the servers')".format(listing(at_top)) if at_top else "No server kept up with the whole sweep"
-    # Shared socket or SO_REUSEPORT: wrk's msgs/s against SO_REUSEPORT's, the busiest worker's share, and
-    # how many responses waited for a stopped worker.
+    rates = sweep_list[0]["rates"] if sweep_list else [0, 0]
+    v["rates"] = "new connections offered on a clock, whether or not earlier ones have finished, {} a second " \
+        "at first and {} more each one-second step up to {} (a sweep stops two steps past its limit), a response " \
+        "time counting from a connection's scheduled start".format(client.rate_text(rates[0]), client.rate_text(
+            rates[1] - rates[0]), client.rate_text(rates[-1]))
+    return v
+
+
+def shared_values():
+    """Shared socket or SO_REUSEPORT: wrk's msgs/s against SO_REUSEPORT's, the busiest worker's share, and
+    how many responses waited for a stopped worker."""
+    shared, v = tables("shared"), {}
     wrk = {r.server.split()[0]: [] for r in (shared.get("wrk") or {}).get("rows", [])}
     for r in (shared.get("wrk") or {}).get("rows", []):
         wrk[r.server.split()[0]].append(r)
@@ -405,11 +450,6 @@ def values(meta):
                                              for c in cs)))
     v["stopped_process"] = listing(waited.get("echo_selectors_process.py", ["-"]))
     v["stopped_prefork"] = listing(waited.get("echo_prefork.py", ["-"]))
-    rates = sweep_list[0]["rates"] if sweep_list else [0, 0]
-    v["rates"] = "new connections offered on a clock, whether or not earlier ones have finished, {} a second " \
-        "at first and {} more each one-second step up to {} (a sweep stops two steps past its limit), a response " \
-        "time counting from a connection's scheduled start".format(client.rate_text(rates[0]), client.rate_text(
-            rates[1] - rates[0]), client.rate_text(rates[-1]))
     return v
 
 
@@ -417,7 +457,6 @@ def render(to):
     """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to."""
     meta = load("meta") or {"parts": {}}
     v = values(meta)
-    v["summary"] = summary(v)
     text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)
     (to / "RESULTS.md").write_text(text.rstrip() + "\n")
     sweep_list = sweeps("openloop")
