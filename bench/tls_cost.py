@@ -114,8 +114,8 @@ def costs(rounds):
         article, long_ = extra("article-100"), extra("article-100, 500 a connection")
         # a connection of article-100 has 50 messages; one of the long shape 500: per connection, less the records
         per_handshake = (article - long_) * 50 / (1 - 50 / 500)
-        print("- {}: {:.0f} us a TLS connection (1 message); {:.0f} us a handshake from article-100; handshakes "
-              "{:.0%} of article-100's TLS cost; client.py {:.0f} us a TLS connection".format(
+        print("- {}: {:.0f} µs a TLS connection (1 message); {:.0f} µs a handshake from article-100; handshakes "
+              "{:.0%} of article-100's TLS cost; client.py {:.0f} µs a TLS connection".format(
                   pair, 1e6 * extra("1 message a connection"), 1e6 * per_handshake,
                   (article - long_) / article / (1 - 50 / 500), statistics.median(client_us[pair])), flush=True)
 
@@ -166,7 +166,7 @@ def handshakes(rates, procs):
           "at the first rate past the knee), and openssl s_time -new ({} on core {}, 5 s):".format(
               rates, procs, CLIENT_CORE))
     print("\n| server | client.py knee /s | past it: offered, replies /s | server core busy | client.py core busy "
-          "| s_time handshakes /s | server core busy | server us a handshake | s_time us a handshake |")
+          "| s_time handshakes /s | server core busy | server µs a handshake | s_time µs a handshake |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
     for pair, (_, (script, flags)) in PAIRS.items():
         knee, rate, f, server_s = open_loop(script, flags, rates)
