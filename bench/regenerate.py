@@ -344,7 +344,7 @@ def question_values():
             v["{}_msgs_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_s)
             v["{}_cpu_{}".format(short, label)] = n(None if r is None or r.failed else r.msgs_per_server_cpu_s)
     others = [r for r in (a1000 or {}).get("rows", []) if r.failed and r.server != "echo_simple.py"]
-    v["a1000_other_failures"] = "{} failed at 1,000 clients too: {}.".format(
+    v["a1000_other_failures"] = " {} failed at 1,000 clients too: {}.".format(
         listing(r.server for r in others), "; ".join(r.failed for r in others)) if others else ""
     for short in ("prefork", "epoll"):
         r = row(a1000, "echo_{}.py".format(short))
@@ -352,6 +352,9 @@ def question_values():
     good = [r for r in (a1000 or {}).get("rows", []) if not r.failed]
     v["a1000_passed"] = len(good)
     v["prefork_rank_1000"] = next((str(i) for i, r in enumerate(good, 1) if r.server == "echo_prefork.py"), "-")
+    ep, se = row(a100, "echo_epoll.py"), row(a100, "echo_select.py")
+    v["select_headline"] = "It does not, once messages are sent." if us(ep) is None or us(se) is None or us(
+        ep) <= us(se) else "Once messages are sent, not by more than the clock's grain."
     ep, se = row(a1000, "echo_epoll.py"), row(a1000, "echo_select.py")
     ratio = ep.msgs_per_server_cpu_s / se.msgs_per_server_cpu_s if ep and se and not ep.failed and not se.failed \
         else None
@@ -441,6 +444,10 @@ def shared_values():
     v["shared_busiest"] = listing("{:.0%} ({})".format(r.busiest_cpu_share, r.server.split("--accept ")[-1])
                                   for r in wrk.get("echo_shared_socket.py", []) if r.busiest_cpu_share)
     v["reuseport_busiest"] = "{:.0%}".format(reuse.busiest_cpu_share) if reuse and reuse.busiest_cpu_share else "-"
+    exclusive = [r.busiest_cpu_share or 0 for r in wrk.get("echo_shared_socket.py", []) if "exclusive" in r.server]
+    v["shared_spread"] = "with EPOLLEXCLUSIVE the worker that wakes takes all that is queued" if max(
+        exclusive, default=0) >= 0.6 else "even in this run, whichever accept choice, though with EPOLLEXCLUSIVE " \
+        "the worker that wakes takes all that is queued, so its spread follows who wakes"
     waited = {}
     for table in bench_tables(load("stopped")):  # one table per --workers
         for server, cells_ in cells(table).items():
@@ -449,7 +456,10 @@ def shared_values():
     v["stopped_shared"] = listing(sorted(set(c for server, cs in waited.items() if server == "echo_shared_socket.py"
                                              for c in cs)))
     v["stopped_process"] = listing(waited.get("echo_selectors_process.py", ["-"]))
-    v["stopped_prefork"] = listing(waited.get("echo_prefork.py", ["-"]))
+    prefork = waited.get("echo_prefork.py", ["-"])
+    v["prefork_stall"] = ("a worker stopped while it holds the lock would stop them all; here it held it in "
+                          "neither run: {}" if set(prefork) == {"0"} else "a worker stopped while it holds the lock "
+                          "stops them all: {}, as the stopped worker held it or not").format(listing(prefork))
     return v
 
 
