@@ -42,9 +42,8 @@ async def accept_loop(server_sock):
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, on_signal, asyncio.current_task())
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    on_stop_signals(on_signal, asyncio.current_task())
+    release_stop_signals()  # start_listening() held them until now
     log("Ready For Accept")
     server_sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     try:
@@ -79,7 +78,7 @@ async def accept_loop(server_sock):
     # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
     # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
     # SIGTERM back its default action (death by the signal, not exit status 0).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
 
 
 def on_signal(task):
@@ -200,7 +199,9 @@ def queued(fd):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -319,12 +320,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -334,12 +335,65 @@ def start_listening(args):
     return server_sock
 
 
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
+
+
+def on_stop_signals(callback, *args):
+    """Have Ctrl-C and SIGTERM call callback(*args) from inside the running loop. Where the loop
+    cannot take signals (Windows), a handler asks it to; the loop hears the signal itself, as the
+    byte the signal writes (signal.set_wakeup_fd) ends its wait."""
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, callback, *args)
+        except NotImplementedError:
+            signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
+
+
+def run_selector_loop(coroutine):
+    """asyncio.run(coroutine), on a selector loop: sock_sendall() as a loop of send() waits for room
+    with add_writer(), which Windows' default loop (the proactor) lacks. Windows' selector loop does
+    not hear a signal while it waits: a socket pair, which the signal writes a byte to, ends the wait."""
+    if not hasattr(asyncio, "ProactorEventLoop"):  # elsewhere, asyncio's loop is a selector loop
+        return asyncio.run(coroutine)
+    wake, woken = socket.socketpair()
+    with wake, woken:
+        wake.setblocking(False)  # set_wakeup_fd() asks for it
+        woken.setblocking(False)
+
+        def selector_loop():
+            loop = asyncio.SelectorEventLoop()
+            loop.add_reader(woken, woken.recv, 512)
+            return loop
+        signal.set_wakeup_fd(wake.fileno())
+        try:
+            with asyncio.Runner(loop_factory=selector_loop) as runner:
+                return runner.run(coroutine)
+        finally:
+            signal.set_wakeup_fd(-1)
+
+
 def main():
     server_sock = start_listening(argument_parser().parse_args())
     with server_sock:
         try:
             # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
-            asyncio.run(accept_loop(server_sock))
+            run_selector_loop(accept_loop(server_sock))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

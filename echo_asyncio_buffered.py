@@ -48,8 +48,7 @@ async def accept_loop(server_sock, backlog, context):
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, on_signal, asyncio.current_task())
+    on_stop_signals(on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
     # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
@@ -58,7 +57,7 @@ async def accept_loop(server_sock, backlog, context):
     handshake = (TIMEOUT or None) if context else None
     server = await loop.create_server(EchoProtocol, sock=server_sock, backlog=backlog, ssl=context,
                                       ssl_handshake_timeout=handshake)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    release_stop_signals()  # start_listening() held them until now
     log("Ready For Accept")
     try:
         await asyncio.Event().wait()  # serve until cancelled
@@ -77,7 +76,7 @@ async def accept_loop(server_sock, backlog, context):
             client.transport.abort()
     # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
     # SIGTERM back its default action (death by the signal, not exit status 0).
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
 
 
 def on_signal(task):
@@ -207,7 +206,9 @@ def queued(fd):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -326,12 +327,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -339,6 +340,24 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
 
 
 def tls_context(cert, key):
@@ -362,6 +381,18 @@ def on_loop_error(server_sock, context):
         shed_connection(server_sock, error)
     else:
         log("Error:{}: {}", context["message"], error or "")
+
+
+def on_stop_signals(callback, *args):
+    """Have Ctrl-C and SIGTERM call callback(*args) from inside the running loop. Where the loop
+    cannot take signals (Windows), a handler asks it to; the loop hears the signal itself, as the
+    byte the signal writes (signal.set_wakeup_fd) ends its wait."""
+    loop = asyncio.get_running_loop()
+    for signum in STOP_SIGNALS:
+        try:
+            loop.add_signal_handler(signum, callback, *args)
+        except NotImplementedError:
+            signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
 
 
 def main():

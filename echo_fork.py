@@ -9,6 +9,7 @@ Run: python3 echo_fork.py [--port 7777], then python3 client.py
 Builds on: echo_simple.py.
 """
 import argparse
+import atexit
 import contextlib
 import errno
 import os
@@ -33,13 +34,13 @@ def accept_loop(server_sock):
     wakeup_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop_accepting(signum))
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    release_stop_signals()  # start_listening() held them until now
     server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
     while True:
         try:
             if not stopping:  # stopping, accept() takes only the clients already queued
-                wait_ready(server_sock, select.POLLIN)
+                wait_ready(server_sock)
             new_sock, address = server_sock.accept()
         except BlockingIOError:  # woken by a signal, or nothing left in the backlog
             if stopping:
@@ -65,7 +66,7 @@ def send_recv_loop(sock):
                 if time.monotonic() > deadline:
                     return
                 sock.shutdown(socket.SHUT_WR)
-            if not wait_ready(sock, select.POLLIN, TIMEOUT):
+            if not wait_ready(sock, TIMEOUT):
                 raise TimeoutError
             try:
                 data = buffer[:sock.recv_into(buffer)]
@@ -101,7 +102,7 @@ def send_all(sock, data):
                 raise TimeoutError from None
             # Linux says "writable" once a third of the buffer is free, which a slow reader may take
             # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
-            stalled = not wait_ready(sock, select.POLLOUT, TIMEOUT)
+            stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 
 def stop():
@@ -174,10 +175,12 @@ def stop_accepting(signum):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -186,8 +189,9 @@ GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their 
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
-# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
-PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler
+# (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
+PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
 
 
@@ -297,12 +301,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -310,6 +314,24 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
 
 
 def finished_children():
@@ -329,31 +351,37 @@ def finished_children():
 
 
 def wakeup_pipe():
-    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
-    that watches it ends even when the signal came just before it. A forked child calls it
-    again: a pipe of its own, its parent's closed."""
-    global wakeup_fd
-    read_end, write_end = os.pipe()
-    os.set_blocking(read_end, False)  # whoever waits on it empties it, never waiting
-    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
-    parents = signal.set_wakeup_fd(write_end)
-    if wakeup_fd is not None:
-        os.close(wakeup_fd)
-        os.close(parents)
-    wakeup_fd = read_end
+    """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
+    socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
+    signal came just before it. A forked child calls it again: a pair of its own, its parent's closed."""
+    global wakeup_sock
+    read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)  # whoever waits on it empties it, never waiting
+    write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
+    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    if wakeup_sock is None:
+        atexit.register(lambda: wakeup_sock.close())
+    else:
+        wakeup_sock.close()
+        socket.close(parents)
+    wakeup_sock = read_end
 
 
-def wait_ready(sock, events, timeout=None):
-    """Wait until sock is ready for events (select.POLLIN, select.POLLOUT) or a signal came:
-    True; False after timeout seconds (None or 0: no limit). A handler runs between two
-    bytecodes, so a signal that came just before accept() or recv() entered the kernel would
-    be heard only once that call returned, maybe never (PEP 475): its byte ends this wait."""
-    poller = select.poll()  # not select(): descriptors may go past FD_SETSIZE
-    poller.register(sock, events)
-    poller.register(wakeup_fd, select.POLLIN)
-    ready = dict(poller.poll(timeout * 1000 if timeout else None))
-    if wakeup_fd in ready:
-        os.read(wakeup_fd, 512)  # emptied; the handler itself runs by the caller's next turn
+def wait_ready(sock, timeout=None, write=False):
+    """Wait until sock is readable (writable, with write=True) or a signal came: True; False
+    after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    signal that came just before accept() or recv() entered the kernel would be heard only once
+    that call returned, maybe never (PEP 475): its byte ends this wait."""
+    if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT if write else select.POLLIN)
+        poller.register(wakeup_sock, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(timeout * 1000 if timeout else None)]
+    else:  # Windows: select() takes sockets only, as these two are
+        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout or None)
+        ready = [ready_sock.fileno() for ready_sock in readable + writable]
+    if wakeup_sock.fileno() in ready:
+        wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
     return bool(ready)
 
 

@@ -10,6 +10,7 @@ Run: python3 echo_prethread.py [--port 7777] [--workers 40], then python3 client
 Builds on: echo_thread.py.
 """
 import argparse
+import atexit
 import contextlib
 import errno
 import os
@@ -96,7 +97,7 @@ def run_threads(server_sock, workers):
     wakeup_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop())
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    release_stop_signals()  # start_listening() held them until now
     # Daemon threads: a stop need not wait past the grace for clients that stay connected.
     threads = [threading.Thread(target=accept_loop, args=(server_sock,), daemon=True) for _ in range(workers)]
     with contextlib.suppress(KeyboardInterrupt):  # from stop()
@@ -106,13 +107,16 @@ def run_threads(server_sock, workers):
         # waited for as finished once interrupted, nor in signal.pause(), which a signal that came
         # just before it would not end, but for the byte each signal writes to the pipe.
         while True:
-            select.select([wakeup_fd], [], [])
-            os.read(wakeup_fd, 512)  # emptied; stop() itself runs by the next turn
+            select.select([wakeup_sock], [], [])
+            wakeup_sock.recv(512)  # emptied; stop() itself runs by the next turn
     # The threads take the clients already in the backlog (each gets EOF at once); then shutting
     # the listening socket wakes the thread waiting in accept() (Linux), and would reset the rest.
     while select.select([server_sock], [], [], 0)[0] and time.monotonic() < deadline:
         time.sleep(0.01)
-    server_sock.shutdown(socket.SHUT_RD)  # accept() fails from now on, in every thread
+    try:
+        server_sock.shutdown(socket.SHUT_RD)  # accept() fails from now on, in every thread
+    except OSError:  # Windows cannot shut a listening socket: closing it fails accept() all the same
+        server_sock.close()
     stop_threads()
 
 
@@ -158,10 +162,12 @@ def cut(how):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-wakeup_fd = None  # the pipe a signal writes a byte to (wakeup_pipe())
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
@@ -278,12 +284,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -293,19 +299,39 @@ def start_listening(args):
     return server_sock
 
 
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
+
+
 def wakeup_pipe():
-    """Have each signal that has a handler write a byte to a pipe (signal.set_wakeup_fd): a wait
-    that watches it ends even when the signal came just before it. A forked child calls it
-    again: a pipe of its own, its parent's closed."""
-    global wakeup_fd
-    read_end, write_end = os.pipe()
-    os.set_blocking(read_end, False)  # whoever waits on it empties it, never waiting
-    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
-    parents = signal.set_wakeup_fd(write_end)
-    if wakeup_fd is not None:
-        os.close(wakeup_fd)
-        os.close(parents)
-    wakeup_fd = read_end
+    """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
+    socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
+    signal came just before it. A forked child calls it again: a pair of its own, its parent's closed."""
+    global wakeup_sock
+    read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)  # whoever waits on it empties it, never waiting
+    write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
+    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    if wakeup_sock is None:
+        atexit.register(lambda: wakeup_sock.close())
+    else:
+        wakeup_sock.close()
+        socket.close(parents)
+    wakeup_sock = read_end
 
 
 def main():

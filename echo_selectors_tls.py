@@ -12,6 +12,7 @@ Run: python3 echo_selectors_tls.py --cert cert.pem --key key.pem [--port 7777]
 Builds on: echo_selectors.py.
 """
 import argparse
+import atexit
 import collections
 import errno
 import math
@@ -31,6 +32,8 @@ BUFSIZE = 4096
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
+# Where the selector is select() (Windows), it takes 512 sockets at most: clients past that are refused.
+MAX_SOCKETS = 512 if selectors.DefaultSelector is selectors.SelectSelector else math.inf
 HANDSHAKE_TIMEOUT = 60.0  # with --timeout 0 a handshake still has a limit: asyncio's default
 NO_CERT = ("--cert FILE --key FILE are needed; to try it, make a self-signed pair: openssl req -x509 -newkey ec "
            "-pkeyopt ec_paramgen_curve:P-256 -nodes -days 365 -subj /CN=localhost "
@@ -49,7 +52,7 @@ def accept_loop(server_sock):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    release_stop_signals()  # start_listening() held them until now
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
     selector.register(signals, selectors.EVENT_READ)
@@ -83,7 +86,7 @@ def accept_loop(server_sock):
                 accept_clients(selector, server_sock, handshakes, now)  # each begins with its handshake
                 due = min(due, now + handshake)  # newcomers are due at now + handshake at the earliest
             elif key.fileobj == signals:
-                stops = sum(signum in STOP_SIGNALS for signum in os.read(signals, 256))  # two may come at once
+                stops = sum(signum in STOP_SIGNALS for signum in signals.recv(256))  # two may come at once
                 if not stops:
                     continue
                 if grace_end < math.inf or stops > 1:
@@ -115,6 +118,10 @@ def accept_clients(selector, server_sock, active, now):
         except OSError as e:
             shed_connection(server_sock, e)
             return
+        if len(selector.get_map()) >= MAX_SOCKETS:
+            log("[FD:{}]Refused: select() cannot watch more than {} sockets", new_sock.fileno(), MAX_SOCKETS)
+            new_sock.close()
+            continue
         new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
         active[new_sock.fileno()] = now
@@ -239,7 +246,9 @@ def tls_listener(server_sock, cert, key):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -358,12 +367,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -371,6 +380,24 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
 
 
 def tls_context(cert, key):
@@ -386,13 +413,15 @@ def tls_context(cert, key):
 
 
 def signal_pipe():
-    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
     so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
-    signal.set_wakeup_fd(write_end)
-    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
+    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    read_end, write_end = socket.socketpair()
+    write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
+    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    atexit.register(read_end.close)
+    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
         signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
     return read_end
 

@@ -14,6 +14,7 @@ Run: python3 echo_shared_socket.py [--port 7777] [--workers N] [--accept all|one
 Builds on: echo_reuseport.py.
 """
 import argparse
+import atexit
 import collections
 import contextlib
 import errno
@@ -46,7 +47,7 @@ def accept_loop(server_sock, accept):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # fork_worker() held them until now
+    release_stop_signals()  # fork_worker() held them until now
     selector = selectors.DefaultSelector()
     selector.register(signals, selectors.EVENT_READ)
     most = 1 if accept == "one" else ACCEPTS_PER_WAKEUP  # "one" leaves the rest to the next wake-up
@@ -93,7 +94,7 @@ def accept_loop(server_sock, accept):
                 accept_clients(selector, server_sock, most, active, now)
                 due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
             elif key.fileobj == signals:
-                if not set(os.read(signals, 256)) & set(STOP_SIGNALS):
+                if not set(signals.recv(256)) & set(STOP_SIGNALS):
                     continue
                 if grace_end < math.inf:
                     continue  # a stop already under way: the parent acts on a second signal
@@ -207,7 +208,9 @@ def stop(selector, server_sock, active):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -219,8 +222,9 @@ KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
-# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler.
-PARENT_SIGNALS = STOP_SIGNALS + (signal.SIGCHLD, signal.SIGALRM)
+# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler
+# (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
+PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
 
 
@@ -330,12 +334,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -343,6 +347,24 @@ def start_listening(args):
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
 
 
 def fork_worker(serve, *args):
@@ -422,13 +444,15 @@ def run_workers(serve, jobs):
 
 
 def signal_pipe():
-    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
     so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
-    signal.set_wakeup_fd(write_end)
-    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
+    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    read_end, write_end = socket.socketpair()
+    write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
+    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    atexit.register(read_end.close)
+    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
         signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
     return read_end
 

@@ -12,6 +12,7 @@ Run: python3 echo_threadpool.py [--port 7777] [--workers 40], then python3 clien
 Builds on: echo_select_pool.py.
 """
 import argparse
+import atexit
 import collections
 import concurrent.futures
 import contextlib
@@ -31,8 +32,11 @@ BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewe
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 WORKERS = 40  # pool threads, as many as the article's prethread server
+# Where the selector is select() (Windows), it takes 512 sockets at most: clients past that are refused.
+MAX_SOCKETS = 512 if selectors.DefaultSelector is selectors.SelectSelector else math.inf
 
 sent_back = collections.deque()  # clients whose chunk has been sent, to read again
+in_pool = set()  # the callbacks not done yet: each holds a client out of the selector
 waker_r = waker_w = None  # main()'s socket pair: a callback writes a byte to wake the selector
 thread_state = threading.local()  # each pool thread's own read buffer
 
@@ -72,8 +76,8 @@ def accept_loop(server_sock, pool):
             if fileno == server_sock.fileno():
                 accept_clients(selector, server_sock, active, now)
                 due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
-            elif fileno == signals:
-                os.read(signals, 256)  # catch_stop_signals() has done the rest
+            elif fileno == signals.fileno():
+                signals.recv(256)  # catch_stop_signals() has done the rest
             elif fileno == waker_r.fileno():  # callbacks are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
                 take_back(selector, active, now)
@@ -87,7 +91,9 @@ def accept_loop(server_sock, pool):
             else:
                 del active[fileno]
                 # One callback per connection at a time: out of the selector until it is done.
-                pool.submit(send_recv, selector.unregister(fileno).fileobj)
+                callback = pool.submit(send_recv, selector.unregister(fileno).fileobj)
+                in_pool.add(callback)
+                callback.add_done_callback(in_pool.discard)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
             due = close_idle(selector, active, now, idle)
@@ -107,6 +113,11 @@ def accept_clients(selector, server_sock, active, now):
         except OSError as e:
             shed_connection(server_sock, e)
             return
+        # The clients out of the selector come back to it: they count too.
+        if len(selector.get_map()) + len(in_pool) + len(sent_back) >= MAX_SOCKETS:
+            log("[FD:{}]Refused: select() cannot watch more than {} sockets", new_sock.fileno(), MAX_SOCKETS)
+            new_sock.close()
+            continue
         new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
         selector.register(new_sock, selectors.EVENT_READ)
         active[new_sock.fileno()] = now
@@ -156,9 +167,12 @@ def send_all(sock, data):
                 raise TimeoutError from None
             # Wait for room: this pool thread only. poll() says writable once a third of the
             # buffer is free; the send() after it counts any room.
-            waiter = select.poll()  # not select(): descriptors go past FD_SETSIZE here
-            waiter.register(sock, select.POLLOUT)
-            stalled = not waiter.poll(TIMEOUT * 1000 or None)
+            if hasattr(select, "poll"):  # not select(): descriptors go past FD_SETSIZE here
+                waiter = select.poll()
+                waiter.register(sock, select.POLLOUT)
+                stalled = not waiter.poll(TIMEOUT * 1000 or None)
+            else:  # Windows: no poll(), and its select() takes any socket
+                stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
 
 
 def drop(sock):
@@ -203,7 +217,9 @@ def stop(selector, server_sock, active, pool):
 
 QUIET = False  # -q
 WORK = 0  # --work N
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)  # what ends the server
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -323,12 +339,12 @@ def start_listening(args):
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Blocked until the lesson is ready to take them (it unblocks
+    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
     # them): one that comes as soon as the port line is out waits for it, instead of raising
     # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
     for signum in STOP_SIGNALS:
         signal.signal(signum, signal.default_int_handler)
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    hold_stop_signals()
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -338,14 +354,34 @@ def start_listening(args):
     return server_sock
 
 
+def hold_stop_signals():
+    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
+    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
+
+
+def release_stop_signals():
+    """Let the stop signals reach the handlers the lesson has set: those held come now."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    while held_signals:
+        signal.raise_signal(held_signals.pop(0))
+
+
 def signal_pipe():
-    """A pipe that receives a byte (the signal's number) for each stop signal and SIGCHLD,
+    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
     so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed."""
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)  # set_wakeup_fd() asks for it: a full pipe drops the byte
-    signal.set_wakeup_fd(write_end)
-    for signum in STOP_SIGNALS + (signal.SIGCHLD,):
+    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
+    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    read_end, write_end = socket.socketpair()
+    write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
+    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    atexit.register(read_end.close)
+    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
         signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
     return read_end
 
@@ -353,21 +389,33 @@ def signal_pipe():
 def catch_stop_signals():
     """signal_pipe() for a loop that a send may hold: a byte for each Ctrl-C or SIGTERM wakes the
     loop, and the handler acts at once, between two bytecodes, even in the middle of a send. The
-    first sets `stopping` and starts the grace: when it is over (SIGALRM), what is left is dropped
-    and the process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits,
-    never an exception: one raised inside a send would lose count of what was sent."""
+    first sets `stopping` and starts the grace: when it is over, what is left is dropped and the
+    process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits, never
+    an exception: one raised inside a send would lose count of what was sent."""
     def on_stop(signum, frame):
         global stopping
         if stopping:
             os._exit(1)  # no traceback, nothing to flush: log() flushed every line
         stopping = True
-        signal.signal(signal.SIGALRM, lambda signum, frame: os._exit(0))  # the kernel closes what is left
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
+        after_grace(lambda: os._exit(0))  # the kernel closes what is left
     read_end = signal_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_stop)
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)  # start_listening() held them until now
+    release_stop_signals()  # start_listening() held them until now
     return read_end
+
+
+def after_grace(action):
+    """Call action() once the grace is over, GRACE seconds from now: on SIGALRM, or where there is
+    none (Windows), in a timer thread of its own. Return what cancels it."""
+    if hasattr(signal, "setitimer"):
+        signal.signal(signal.SIGALRM, lambda signum, frame: action())
+        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
+        return lambda: signal.setitimer(signal.ITIMER_REAL, 0)
+    timer = threading.Timer(GRACE, action)
+    timer.daemon = True  # the process may end before it rings
+    timer.start()
+    return timer.cancel
 
 
 def main():
