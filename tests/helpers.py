@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """What the tests share: starting a server, talking to it, and looking at its processes."""
 import json
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Real peers: clients that idle, trickle, stop reading or vanish cannot hold a server; TCP
 keepalive is on; and a stop loses no echo (every server)."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """The contract every echo_*.py keeps, checked on each server started with --port 0."""
 import asyncio
 import importlib.util
