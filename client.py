@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """client.py: the one benchmark client for every echo_*.py, and an honest one.
 
 The article's client averaged connect and send/receive time over WORKER_COUNT

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (asyncio).
 
 The one idea: coroutines on one event loop, with the loop's socket API

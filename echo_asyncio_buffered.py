@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (an asyncio BufferedProtocol).
 
 The one idea: read into memory you already have. The stock transport calls

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (an asyncio Protocol).
 
 The one idea: no coroutine per client at all. The event loop calls the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (asyncio streams).
 
 The one idea: asyncio.start_server() accepts for us and runs one coroutine per

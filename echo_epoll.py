@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (epoll, Linux).
 
 The one idea: the kernel keeps the watched set (register once), and poll()

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Multiple processes, single thread each, multiple clients (a fork per connection).
 
 The one idea: the parent only accepts; each connection gets a child process

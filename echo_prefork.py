@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Multiple processes, single thread each, multiple clients (prefork).
 
 The one idea: fork the workers before any client arrives; they share the one

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, multiple threads, multiple clients (prethread).
 
 The one idea: start the threads before any client arrives; each loops on

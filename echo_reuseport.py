@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Multiple processes, single thread each, multiple clients (SO_REUSEPORT, Linux).
 
 The one idea: each worker process has a listening socket of its own, all bound

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (select).
 
 The one idea: select() waits on the listening socket and every client at once

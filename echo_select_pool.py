@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, multiple threads, multiple clients (select + a pool of senders).
 
 The one idea: select() only accepts and reads; every chunk read goes on a queue

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (selectors, non-blocking).
 
 The one idea: non-blocking sockets and a send buffer per client. Whatever

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Multiple processes, multiple clients each (an acceptor hands connections to selector workers).
 
 The one idea: one process only accepts, and passes each new connection's

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, multiple clients (selectors, non-blocking, TLS).
 
 The one idea: TLS in a non-blocking loop with the stdlib's ssl module. Each accepted

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Multiple processes, single thread each, multiple clients (one shared socket).
 
 The one idea: the parent opens one listening socket before it forks, and every

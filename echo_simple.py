@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, single thread, single client: the blocking echo server.
 
 The one idea: accept(), recv() and send() all block, so the server serves

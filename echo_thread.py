@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, multiple threads, multiple clients (a thread per connection).
 
 The one idea: the main thread only accepts; each connection gets a thread of

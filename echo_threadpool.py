@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Single process, a thread pool, multiple clients (selector + ThreadPoolExecutor).
 
 The one idea: the main thread accepts and watches every connection with a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """What the benchmarks share beyond tests/helpers.py: a client.py run's figures, messages per server
 CPU-second with server and client pinned to a core each, a server file at a git revision, and a table
 printed as it is measured."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """What keeping time costs: messages per server CPU-second, a server file against the same file at an
 earlier commit, each server pinned to one core and the client to the other, runs interleaved.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """How many idle clients deny service, and for how long: each server at an earlier commit against
 the working tree's with a deadline.
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Each server on one core, the client on the other: open-loop knees that are the servers' own.
 
     python3 bench/pinned_sweep.py [--rates 4000:50000:2000] [--markdown FILE] [--ceiling CMD] [SERVER ...]

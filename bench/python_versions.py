@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """What the interpreter changes: messages per server CPU-second of the same server files on several
 Pythons, the same load from the machine's python3, the server pinned to one core and the client to
 the other, runs interleaved.

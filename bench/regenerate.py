@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Measure everything RESULTS.md reports, then write RESULTS.md, SWEEPS.md, results.svg and openloop.svg.
 
     python3 bench/regenerate.py [--only PART,...] [--render]

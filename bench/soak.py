@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Soak: tens of thousands of mixed connections against one server, its memory sampled.
 
     python3 bench/soak.py echo_prethread.py --warmup 3000 --connections 100000 --step 25000 [--threads 8] [--json]

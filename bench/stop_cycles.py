@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Start, connect, stop, again and again: does a process server ever miss a stop signal?
 
     python3 bench/stop_cycles.py [--cycles 500] [--signal TERM] [SERVER ...]

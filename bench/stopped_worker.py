@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """One worker stopped for a second while connections arrive on a schedule: who waits for it?
 
     python3 bench/stopped_worker.py [--workers 2] [--rate 2000] [--stop 1.0] [--markdown FILE] [SERVER ...]

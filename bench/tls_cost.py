@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """What TLS costs a server: messages per server CPU-second with and without TLS, the handshake's
 cost and the open-loop knee in handshakes a second (and whose knee it is), and `openssl speed`.
 

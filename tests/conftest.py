@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 import socketserver
 import ssl
 import sys

@@ -1,7 +1,7 @@
+# SPDX-License-Identifier: 0BSD
 """What the tests share: starting a server, talking to it, and looking at its processes."""
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -13,6 +13,11 @@ import threading
 import time
 from pathlib import Path
 
+try:
+    import resource  # Server's rlimits; Windows' CPython has no resource module
+except ImportError:
+    resource = None
+
 ROOT = Path(__file__).resolve().parent.parent
 SERVERS = sorted(p.name for p in ROOT.glob("echo_*.py"))
 PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
@@ -23,6 +28,30 @@ TIMEOUT = 10.0  # the bound on any single wait in the tests
 # Servers that speak only TLS: Server passes them the test certificate, and connect() wraps.
 TLS_SERVERS = {"echo_selectors_tls.py"}
 CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
+
+
+def needs_proc(what="/proc"):
+    """Skip the rest of the test, with the reason, where there is no /proc (macOS): the checks
+    that read it are Linux's; what the test checked before this still held."""
+    if not os.path.isdir("/proc/self"):
+        import pytest  # here, not above: the benchmarks import this module without pytest
+        pytest.skip("reads {}, which this system does not have".format(what))
+
+
+def skip_where_unavailable(script, args=()):
+    """Skip the test where script's pattern cannot run (the server would say so in one line and
+    exit: test_missing_platform_feature_is_one_clear_line); never on Linux, which has them all."""
+    import select
+    if script == "echo_epoll.py" and not hasattr(select, "epoll"):
+        missing = "epoll"
+    elif script == "echo_reuseport.py" and not sys.platform.startswith("linux"):
+        missing = "Linux's SO_REUSEPORT"
+    elif script == "echo_shared_socket.py" and "exclusive" in args and not hasattr(select, "EPOLLEXCLUSIVE"):
+        missing = "EPOLLEXCLUSIVE"
+    else:
+        return
+    import pytest
+    pytest.skip("{} needs {}, which this system does not have".format(script, missing))
 
 
 def tls_args(script):
@@ -210,6 +239,7 @@ class Server:
         """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out;
         wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
         python: the interpreter's own flags (`-X dev`)."""
+        skip_where_unavailable(script, args)
         self.script = script
         self.tls = script in TLS_SERVERS or "--cert" in args  # connect() wraps its sockets
         copy = Path(folder) / script
@@ -270,6 +300,7 @@ class Server:
 
 def proc_stats():
     """(pid, ppid, pgrp, state, cpu seconds) for every process on the machine."""
+    needs_proc()
     tick = os.sysconf("SC_CLK_TCK")
     for entry in os.listdir("/proc"):
         if not entry.isdigit():

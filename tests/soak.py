@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Soak: tens of thousands of mixed connections against one server, its memory sampled. The
 machinery: tests/test_soak.py runs it short; the command is bench/soak.py:
 

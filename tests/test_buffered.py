@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """echo_asyncio_buffered.py reads every chunk into a buffer it reuses: the echo must stay exact
 when transport.write() cannot send at once, on every Python (3.12+ keep a view of the buffer)."""
 import contextlib

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """client.py against a correct echo server and deliberately broken ones, all started here."""
 import json
 import selectors

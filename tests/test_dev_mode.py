@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Every server is clean in Python's development mode (`python3 -X dev -W error`): through start,
 clients (an exchange, one mid-stream, one idle), a stop and the clients' close, nothing on stderr:
 no ResourceWarning for something left unclosed, no DeprecationWarning, no "Exception ignored",

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Out of processes: a process server whose fork() fails logs one line and goes on serving.
 Running as root ignores RLIMIT_NPROC, so a prelude makes os.fork() fail inside the server."""
 import signal

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """The layout every echo_*.py keeps: docstring, imports and constants, then the lesson (the
 pattern's own code), then a banner, then the plumbing, then main(). A function has one body in
 every file that has it, and a file has only the functions it uses. Each file names one parent,

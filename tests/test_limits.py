@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Servers at the edge of their resources: descriptors, threads, FD_SETSIZE, dead children."""
 import os
 import resource

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """client.py --rate: open loop, against servers whose capacity and stalls are known.
 
 Each test starts its own server here (one that serves one connection at a time, so

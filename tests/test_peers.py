@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Real peers: clients that idle, trickle, stop reading or vanish cannot hold a server; TCP
 keepalive is on; and a stop loses no echo (every server)."""
 import os
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from helpers import (CERT, HANDLED_IN_ANOTHER_THREAD, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, exchange, group_fds,
-                     group_gone, read_to_eof, roundtrip, settled_fds, wait_until)
+                     group_gone, needs_proc, read_to_eof, roundtrip, settled_fds, wait_until)
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -203,6 +204,7 @@ def test_the_grace_ends_a_stop_whose_signal_does_not_interrupt_a_send(script, st
 
 def pending(pid, signum):
     """True while signum waits to be delivered to the process (or taken by its sigwait())."""
+    needs_proc("/proc/PID/status")
     with open("/proc/{}/status".format(pid)) as f:
         masks = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
     return any(mask >> (signum - 1) & 1 for mask in masks)

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """The documents: README.md and README.ja.md cannot drift apart, nor ERRATA.ja.md from the article's
 tables in ERRATA.md; no relative link is dead, and README.md stays a five-minute read. Standard
 library and pytest only; nothing is started."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """RESULTS.md, SWEEPS.md, results.svg and openloop.svg are what bench/regenerate.py writes from the
 measurements kept in bench/results/: no figure typed by hand, none left from an older run, and the
 tables written by client.py's own records. Nothing is measured here (--render)."""

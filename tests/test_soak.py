@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """Flat memory is part of correct (STYLE.md, habit 17): a short soak of every server.
 
 The long one is a command: python3 bench/soak.py echo_prethread.py --warmup 3000 --connections 100000

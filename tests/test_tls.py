@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: 0BSD
 """TLS: echo_selectors_tls.py, and the asyncio servers given --cert/--key. Hermetic: the test
 certificate in tests/tls/ (its README has the command that made it) is the only one trusted,
 never the system's store, and every peer is on 127.0.0.1."""
