@@ -372,6 +372,9 @@ def run_selector_loop(coroutine):
     not hear a signal while it waits: a socket pair, which the signal writes a byte to, ends the wait."""
     if not hasattr(asyncio, "ProactorEventLoop"):  # elsewhere, asyncio's loop is a selector loop
         return asyncio.run(coroutine)
+    if not hasattr(asyncio, "Runner"):  # Python 3.10: no loop factory for asyncio.run()
+        coroutine.close()  # never to run: no "never awaited" warning
+        sys.exit("{}: needs Python 3.11 or newer here; try echo_asyncio_streams.py".format(sys.argv[0]))
     wake, woken = socket.socketpair()
     with wake, woken:
         wake.setblocking(False)  # set_wakeup_fd() asks for it
