@@ -32,7 +32,6 @@ import math
 import multiprocessing
 import os
 import platform
-import resource
 import select
 import shlex
 import signal
@@ -46,6 +45,11 @@ import threading
 import time
 from pathlib import Path
 from typing import NamedTuple, Optional
+
+try:
+    import resource  # Unix: the client's CPU and its descriptor limit
+except ImportError:  # Windows: CPU from os.times(), and no limit to raise
+    resource = None
 
 HERE = Path(__file__).resolve().parent
 ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline",
@@ -62,6 +66,12 @@ IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linu
 # Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
 TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
 TCP_ESTABLISHED = 1
+# A non-blocking connect under way: Windows says so with its own code (WSAEWOULDBLOCK), which errno names apart.
+IN_PROGRESS = (0, errno.EINPROGRESS, errno.EWOULDBLOCK, getattr(errno, "WSAEWOULDBLOCK", errno.EWOULDBLOCK))
+# The client's own limits, with Windows' codes for them beside the others.
+NO_PORT = {errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", errno.EADDRNOTAVAIL)}
+NO_DESCRIPTOR = {errno.EMFILE, errno.ENFILE, getattr(errno, "WSAEMFILE", errno.EMFILE)}
+SELECT_MOST = 512  # sockets one select() takes on Windows (FD_SETSIZE), where there is neither epoll nor poll
 TLS_RECORD = 16384  # the most plaintext one TLS record carries
 # Servers that speak only TLS: --all starts them with the test certificate and measures them with
 # --tls, verifying them against it (tests/tls/README: made for the tests, never to serve anything).
@@ -194,12 +204,14 @@ class Engine:
     or None when it is done."""
 
     def __init__(self, address, w):
-        # epoll where there is one (poll elsewhere), used directly: this loop is the
-        # client's whole cost per message, and it must stay below the server's.
+        # epoll where there is one (poll elsewhere, select() on Windows), used directly: this
+        # loop is the client's whole cost per message, and it must stay below the server's.
         if hasattr(select, "epoll"):
             self.poller, self.scale, self.READ, self.WRITE = select.epoll(), 1, select.EPOLLIN, select.EPOLLOUT
-        else:
+        elif hasattr(select, "poll"):
             self.poller, self.scale, self.READ, self.WRITE = select.poll(), 1000, select.POLLIN, select.POLLOUT
+        else:
+            self.poller, self.scale, self.READ, self.WRITE = SelectPoller(), 1, SelectPoller.READ, SelectPoller.WRITE
         self.family, self.sockaddr = address
         loopback = (sys.platform.startswith("linux") and self.family == socket.AF_INET
                     and self.sockaddr[0].startswith("127."))
@@ -243,7 +255,7 @@ class Engine:
                 return False
         # connect() binds a local port here, unless bind() did: see SOURCES.
         err = sock.connect_ex(self.sockaddr)
-        if err not in (0, errno.EINPROGRESS, errno.EWOULDBLOCK):
+        if err not in IN_PROGRESS:
             sock.close()
             self.count(err)
             return False
@@ -336,8 +348,8 @@ class Engine:
         descriptor left) are kept apart: they are not the server's errors."""
         if isinstance(why, int):
             why = OSError(why, os.strerror(why))
-        if isinstance(why, OSError) and why.errno in (errno.EADDRNOTAVAIL, errno.EMFILE, errno.ENFILE):
-            self.client_limits["ports" if why.errno == errno.EADDRNOTAVAIL else "descriptors"] += 1
+        if isinstance(why, OSError) and (why.errno in NO_PORT or why.errno in NO_DESCRIPTOR):
+            self.client_limits["ports" if why.errno in NO_PORT else "descriptors"] += 1
             return
         kind = ("refused" if isinstance(why, ConnectionRefusedError) else
                 "reset" if isinstance(why, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) else
@@ -412,6 +424,45 @@ class Engine:
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
                 "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes(),
                 "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
+
+
+class SelectPoller:
+    """poll()'s calls made with select(), where there is neither epoll nor poll (Windows): the
+    engine's loop stays the same. Windows' select() takes sockets only, at most SELECT_MOST at
+    once and never none, and says that a connect failed as an exception, not as writable."""
+    READ, WRITE = 1, 4
+
+    def __init__(self):
+        self.wanted = {}  # fd: READ, WRITE or both
+
+    def register(self, fd, mask):
+        self.wanted[fd] = mask
+
+    modify = register
+
+    def unregister(self, fd):
+        del self.wanted[fd]
+
+    def poll(self, timeout):
+        """[(fd, mask)] of the sockets ready, waiting at most timeout seconds."""
+        fds = list(self.wanted)
+        if not fds:
+            time.sleep(timeout)
+            return []
+        # Past SELECT_MOST sockets, each slice is looked at without waiting, and the wait is short.
+        wait = timeout if len(fds) <= SELECT_MOST else 0
+        events = {}
+        for start in range(0, len(fds), SELECT_MOST):
+            part = fds[start:start + SELECT_MOST]
+            writes = [fd for fd in part if self.wanted[fd] & self.WRITE]
+            readable, writable, failed = select.select([fd for fd in part if self.wanted[fd] & self.READ], writes,
+                                                       writes, wait)
+            events.update(dict.fromkeys(readable, self.READ))
+            for fd in writable + failed:
+                events[fd] = events.get(fd, 0) | self.WRITE
+        if not events and wait != timeout:
+            time.sleep(min(timeout, 0.001))
+        return list(events.items())
 
 
 class TLSEngine(Engine):
@@ -709,24 +760,36 @@ def run_worker(address, share, w, go, barrier, results, host):
         driver = ClosedLoop(engine, range(index, w.clients, procs), w, barrier)
     results.send("ready")
     go.wait()
-    cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu0 = cpu_seconds()
     start = time.perf_counter()
     engine.cutoff = start + w.budget if w.budget else None
     driver.start(start)
     engine.run(driver)
     driver.finish()
-    cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+    cpu1 = cpu_seconds()
     figures = dict(engine.figures(), **driver.times)
     figures["end"] = time.perf_counter()
-    figures["cpu"] = cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime - cpu0.ru_stime
+    figures["cpu"] = cpu1 - cpu0
     results.send(figures)
+
+
+def cpu_seconds():
+    """This process's CPU seconds, user and system: getrusage() where there is one, else os.times(),
+    which Windows fills from the process's own times."""
+    if resource is None:
+        times = os.times()
+        return times.user + times.system
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
     """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
-    None if the clients fit, else why not."""
+    None if the clients fit, else why not. Windows has no such limit to raise."""
+    if resource is None:
+        return None
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
@@ -1138,6 +1201,8 @@ def proc_cpu(pid, group=True):
     """CPU seconds from /proc (Linux), or None: used by every process in the process group pid, dead
     children included; or (group=False) {child pid: seconds} for each child of pid (utime + stime: all its
     threads, ended ones included)."""
+    if not hasattr(os, "sysconf"):  # not Unix (Wine may still show Linux's /proc, of Linux's pids)
+        return None
     try:
         entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
@@ -1169,19 +1234,30 @@ class RunningServer:
                                       *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
-        self.port, self.failed, self.stderr = None, None, None
-        line, deadline = b"", time.monotonic() + 15
-        while not line.endswith(b"\n") and time.monotonic() < deadline:
-            ready, _, _ = select.select([self.proc.stdout], [], [], 0.1)
-            if ready:
-                chunk = os.read(self.proc.stdout.fileno(), 1)
-                if not chunk:
-                    break
-                line += chunk
+        self.port, self.failed, self.skipped, self.stderr = None, None, None, None
+        # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
+        first = [b""]
+        reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
+        reader.start()
+        reader.join(15)
+        line = first[-1]
         if line.startswith(b"Server Run Port:"):
-            self.port = int(line.split(b":")[1])
+            self.port = int(line.split(b":")[1])  # int() takes the line's end, \n or \r\n
+        elif not line and self.exited_with_one_line():
+            self.skipped = self.stop().strip()  # a pattern that cannot run here says so: not a failure
         else:
             self.failed = "did not start: " + (line.decode(errors="replace").strip() or "no port line")
+
+    def exited_with_one_line(self):
+        """The server exited 1 before its port line, with one line on stderr and no traceback: what a
+        pattern says where the platform lacks what it needs (and names one that runs there)."""
+        try:
+            status = self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            return False
+        self.err.seek(0)
+        said = self.err.read().decode(errors="replace").strip()
+        return status == 1 and said != "" and "\n" not in said and "Traceback" not in said
 
     def cpu(self):
         return proc_cpu(self.proc.pid)
@@ -1207,10 +1283,13 @@ class RunningServer:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
                 pass
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+        if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
+            self.proc.kill()
+        else:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self.proc.wait()
         self.err.seek(0)
         self.stderr = self.err.read().decode(errors="replace")
@@ -1279,12 +1358,27 @@ def why_failed(result, w, name):
     return text + ("; the pattern's limit: " + limit if limit else "")
 
 
-def sweep_all(args, entries):
-    """Every server swept in open loop, one after another."""
+def skip(skipped, server):
+    """Keep a server that cannot run here apart ({name: its line}), said once on stderr."""
+    if server.name not in skipped:
+        note("skipped, as it cannot run here: " + skipped_text(server.name, server.skipped))
+    skipped[server.name] = server.skipped
+
+
+def skipped_text(name, why):
+    """A skipped server and its line, its name said once (its line may begin with it)."""
+    return why if why.startswith(name.split()[0]) else "{}: {}".format(name, why)
+
+
+def sweep_all(args, entries, skipped):
+    """Every server swept in open loop, one after another (those that cannot run here go to skipped)."""
     label, rates, w = sweeps_from(args)
     results = []
     for script, extra in entries:
         server = RunningServer(script, args.work, extra)
+        if server.skipped:
+            skip(skipped, server)
+            continue
         try:
             result = no_sweep(server.name, server.failed) if server.failed else sweep(
                 "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
@@ -1294,14 +1388,19 @@ def sweep_all(args, entries):
     return results
 
 
-def run_all(args, entries):
-    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each."""
+def run_all(args, entries, skipped):
+    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each
+    (those that cannot run here go to skipped)."""
     tables = []
     for label, w, work in scenarios_from(args):
         too_many = fit_descriptors(w.clients, args.procs)
         if too_many:
             die(too_many)
         servers = [RunningServer(script, work, extra) for script, extra in entries]
+        for server in servers:
+            if server.skipped:
+                skip(skipped, server)
+        servers = [server for server in servers if not server.skipped]
         rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "worker_cpu": {}} for s in servers}
         try:
             # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
@@ -1409,12 +1508,17 @@ def report(r, w, procs, out=sys.stdout):
 
 # ---- Markdown
 
-def markdown(tables, sweeps=()):
-    """The --all results as Markdown: each closed-loop table, then the open-loop sweeps."""
+def markdown(tables, sweeps=(), skipped=None):
+    """The --all results as Markdown: each closed-loop table, then the open-loop sweeps, then the
+    servers that cannot run here."""
     lines = ["Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
     for table in tables:
         lines += table_markdown(table)
-    return "\n".join(lines + sweeps_markdown(sweeps))
+    lines += sweeps_markdown(sweeps)
+    if skipped:
+        lines += ["Skipped, as they cannot run here:", ""] + [
+            "- " + skipped_text(name, why) for name, why in sorted(skipped.items())] + [""]
+    return "\n".join(lines)
 
 
 def table_lines(records, first=()):
@@ -1959,11 +2063,14 @@ def check_tls(sock, args):
 
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
-    entries = server_entries(args)
-    tables = run_all(args, entries) if scenarios_from(args) else []
-    sweeps = sweep_all(args, entries) if sweeps_from(args) else []
-    text = markdown(tables, sweeps)
-    print(to_json({"machine": machine(), "tables": tables, "sweeps": sweeps}, indent=1) if args.json else text)
+    entries, skipped = server_entries(args), {}
+    tables = run_all(args, entries, skipped) if scenarios_from(args) else []
+    sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
+    text = markdown(tables, sweeps, skipped)
+    results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
+    if skipped:  # {server: the line it said}
+        results["skipped"] = skipped
+    print(to_json(results, indent=1) if args.json else text)
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: 0BSD
+import signal
 import socketserver
 import ssl
 import sys
@@ -8,7 +9,25 @@ import time
 
 import pytest
 
-from helpers import CERT, KEY, ROOT, Server, started_and_stopped
+from helpers import CERT, KEY, PIPED, ROOT, UNIX_ONLY, WINE, Server, started_and_stopped, unix_interpreter
+
+
+def pytest_collection_modifyitems(config, items):
+    """Where the servers' interpreter is not a Unix one (ECHO_PYTHON: the Windows lane), a UNIX_ONLY pattern
+    is asked only what a test marked windows(unix_only=True) asks (its --help, its refusal); under Wine,
+    what Wine cannot do is marked, with the reason."""
+    if not PIPED:
+        return  # the interpreter running the tests: nothing to probe, nothing to mark
+    unix = unix_interpreter()
+    for item in items:
+        params = item.callspec.params if hasattr(item, "callspec") else {}
+        lane = item.get_closest_marker("windows")
+        if not unix and params.get("script") in UNIX_ONLY and not (lane and lane.kwargs.get("unix_only")):
+            item.add_marker(pytest.mark.skip(reason="a Unix-only pattern: here it refuses to start, in one line"))
+        if WINE and params.get("signum") == signal.SIGTERM:
+            item.add_marker(pytest.mark.xfail(run=False, reason="Wine: SIGTERM ends a Windows process outright, as "
+                                                                "TerminateProcess does (Windows has no SIGTERM from "
+                                                                "outside); Ctrl-C (SIGINT) is the stop there"))
 
 
 @pytest.fixture

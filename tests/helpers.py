@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: 0BSD
 """What the tests share: starting a server, talking to it, and looking at its processes."""
+import functools
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -25,6 +27,18 @@ PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo
 POOL_SERVERS = PROCESS_SERVERS - {"echo_fork.py"}  # a parent and a pool of worker processes
 SELECT_SERVERS = {"echo_select.py", "echo_select_pool.py"}
 TIMEOUT = 10.0  # the bound on any single wait in the tests
+# The interpreter that runs the servers and client.py: ECHO_PYTHON, a command (the Windows lane:
+# "wine /path/to/python.exe", see DEVELOPMENT.md), else the one running the tests. The tests
+# themselves always run here, on Linux: they read /proc, set rlimits and signal process groups.
+PYTHON = shlex.split(os.environ.get("ECHO_PYTHON", "")) or [sys.executable]
+# Wine's CPython cannot start with a file as a standard stream (init_sys_streams: WinError 6): it gets
+# pipes, which threads copy to the files the tests read.
+PIPED = PYTHON[0] != sys.executable
+WINE = any(os.path.basename(word) in ("wine", "wine64") for word in PYTHON)
+# The patterns that need what only Unix has (fork, epoll, SCM_RIGHTS, SO_REUSEPORT...): where the
+# interpreter lacks it, each says so in one line and exits 1 before listening.
+UNIX_ONLY = {"echo_epoll.py", "echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
+             "echo_shared_socket.py"}
 # Servers that speak only TLS: Server passes them the test certificate, and connect() wraps.
 TLS_SERVERS = {"echo_selectors_tls.py"}
 CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
@@ -52,6 +66,18 @@ def skip_where_unavailable(script, args=()):
         return
     import pytest
     pytest.skip("{} needs {}, which this system does not have".format(script, missing))
+
+
+@functools.lru_cache(maxsize=None)
+def unix_interpreter():
+    """Whether the servers' interpreter is a Unix one (it has os.fork): where it is not (Windows), the
+    UNIX_ONLY patterns refuse to start, and the others run without what only Unix has."""
+    if not PIPED:
+        return hasattr(os, "fork")
+    result = subprocess.run([*PYTHON, "-c", "import os; print(hasattr(os, 'fork'))"], stdin=subprocess.DEVNULL,
+                            capture_output=True, text=True, timeout=60)  # a new Wine prefix takes seconds
+    assert result.returncode == 0, "the interpreter {} does not run: {}".format(PYTHON, result.stderr)
+    return result.stdout.strip() == "True"
 
 
 def tls_args(script):
@@ -253,10 +279,13 @@ class Server:
             command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
                 prelude, command, str(copy))]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
-            self.proc = subprocess.Popen([*wrap, sys.executable, *python, *command], cwd=folder,
-                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            streams = (subprocess.PIPE, subprocess.PIPE) if PIPED else (out, err)
+            self.proc = subprocess.Popen([*wrap, *PYTHON, *python, *command], cwd=folder,
+                                         stdin=subprocess.DEVNULL, stdout=streams[0], stderr=streams[1],
                                          start_new_session=True, preexec_fn=limit)
         self.pid = self.proc.pid
+        self.copiers = [copier(pipe, path) for pipe, path in ((self.proc.stdout, self.out_path),
+                                                              (self.proc.stderr, self.err_path)) if pipe]
 
     def wait_for_port(self):
         """Read the port from the server's first line, waiting a bounded time for it."""
@@ -293,9 +322,22 @@ class Server:
         """SIGKILL the server's whole process group (it was started as its own session)."""
         kill_group(self.pid)
         self.proc.wait(TIMEOUT)
+        for thread in self.copiers:
+            thread.join(TIMEOUT)
 
     def cpu_seconds(self):
         return group_cpu_seconds(self.pid)
+
+
+def copier(pipe, path):
+    """A thread that copies what comes on pipe to the file at path as it comes, until EOF."""
+    def copy():
+        with pipe, open(path, "ab", buffering=0) as f:
+            for data in iter(lambda: os.read(pipe.fileno(), 65536), b""):
+                f.write(data)
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
 
 
 def proc_stats():
@@ -441,7 +483,7 @@ def client(*args, timeout=TIMEOUT * 6, prelude=None):
         command = ["-c", "import sys; sys.path.insert(0, {!r}); sys.argv = {!r}\n{}\nimport client\n"
                          "sys.exit(client.main())".format(str(ROOT), command, prelude)]
     env = dict(os.environ, ECHO_TESTS_RUN=RUN)  # inherited by the servers --all starts: see echo_processes()
-    proc = subprocess.Popen([sys.executable, *command], stdin=subprocess.DEVNULL, env=env,
+    proc = subprocess.Popen([*PYTHON, *command], stdin=subprocess.DEVNULL, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         out, err = proc.communicate(timeout=timeout)

@@ -60,6 +60,7 @@ def cut(sock, timeout=5.0):
         return False
 
 
+@pytest.mark.windows
 @every_server
 def test_idle_clients_are_closed_and_a_new_client_is_served(script, start_server):
     """As many idle clients as the pattern serves at once took it down for good before."""
@@ -81,6 +82,7 @@ def test_idle_clients_are_closed_and_a_new_client_is_served(script, start_server
     assert wait_until(lambda: "Timeout" in server.stdout()), "no Timeout log line"
 
 
+@pytest.mark.windows
 @every_server
 def test_a_slow_client_is_never_cut(script, start_server):
     """A byte every 0.45 s, and a reader that drains its echo a megabyte every 0.45 s: both alive."""
@@ -120,6 +122,7 @@ def test_a_client_that_never_reads_is_freed(script, start_server):
     assert server.stdout().splitlines() == ["Server Run Port:{}".format(server.port)], "-q hides Timeout"
 
 
+@pytest.mark.windows
 @every_server
 def test_timeout_zero_keeps_an_idle_client(script, start_server):
     server = start_server(script, "-q", "--timeout", "0")

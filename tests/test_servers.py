@@ -15,18 +15,21 @@ import time
 
 import pytest
 
-from helpers import (HANDLED_IN_ANOTHER_THREAD, POOL_SERVERS, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, Server,
-                     exchange, group_gone, port_is_free, read_to_eof, reset, roundtrip, send_while_reading,
-                     skip_where_unavailable, tls_args, tls_wrap, wait_for_workers, wait_until)
+from helpers import (HANDLED_IN_ANOTHER_THREAD, POOL_SERVERS, PROCESS_SERVERS, PYTHON, ROOT, SERVERS, TIMEOUT,
+                     UNIX_ONLY, Server, exchange, group_gone, port_is_free, read_to_eof, reset, roundtrip,
+                     send_while_reading, skip_where_unavailable, tls_args, tls_wrap, unix_interpreter,
+                     wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
+windows = pytest.mark.windows  # the Windows lane runs it, on the patterns that run there
 
 
 def run_script(script, *args, timeout=TIMEOUT):
-    return subprocess.run([sys.executable, str(ROOT / script), *tls_args(script), *args], capture_output=True, text=True,
+    return subprocess.run([*PYTHON, str(ROOT / script), *tls_args(script), *args], capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 
 
+@pytest.mark.windows(unix_only=True)
 @every_server
 def test_help_documents_every_flag(script):
     result = run_script(script, "--help")
@@ -38,6 +41,7 @@ def test_help_documents_every_flag(script):
             assert "--workers" in result.stdout
 
 
+@windows
 @pytest.mark.slow  # 136 interpreters started: most of the fast tier's time otherwise
 @every_server
 @pytest.mark.parametrize("args", [["--port", "abc"], ["--port", "70000"], ["--port", "-5"], ["--work", "x"],
@@ -50,6 +54,7 @@ def test_bad_argument_is_one_clear_line(script, args):
     assert result.stdout == ""
 
 
+@windows
 @every_server
 def test_port_in_use_is_one_clear_line(script):
     skip_where_unavailable(script)  # elsewhere it says so before it binds
@@ -62,6 +67,7 @@ def test_port_in_use_is_one_clear_line(script):
     assert result.stderr.count("\n") == 1 and "in use" in result.stderr and "Traceback" not in result.stderr
 
 
+@windows
 @pytest.mark.slow
 @every_server
 def test_large_binary_stream_comes_back_exact(script, start_server):
@@ -72,6 +78,7 @@ def test_large_binary_stream_comes_back_exact(script, start_server):
     assert closed, "after a half-close the server sends what remains and closes"
 
 
+@windows
 @pytest.mark.slow
 @every_server
 def test_pipelined_messages_come_back_in_order(script, start_server):
@@ -84,6 +91,7 @@ def test_pipelined_messages_come_back_in_order(script, start_server):
     assert echoed == b"".join(messages)
 
 
+@windows
 @pytest.mark.slow
 @every_server
 def test_half_close_gets_the_rest_then_eof(script, start_server):
@@ -94,6 +102,7 @@ def test_half_close_gets_the_rest_then_eof(script, start_server):
         assert read_to_eof(sock) == b"last words"
 
 
+@windows
 @pytest.mark.slow
 @every_server
 def test_concurrent_clients(script, start_server):
@@ -116,6 +125,7 @@ def test_concurrent_clients(script, start_server):
     assert len(results) == count * 5 and all(results.values())
 
 
+@windows
 @pytest.mark.slow
 @pytest.mark.parametrize("script", [s for s in SERVERS if s != "echo_simple.py"])
 def test_idle_client_does_not_block_others(script, start_server):
@@ -161,6 +171,7 @@ def test_resets_and_vanishing_clients_do_not_stop_the_server(script, start_serve
     assert roundtrip(server, b"still here") == (b"still here", True)
 
 
+@windows
 @pytest.mark.slow
 @every_server
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
@@ -326,6 +337,19 @@ def test_missing_platform_feature_is_one_clear_line(script):
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=TIMEOUT)
     assert result.returncode != 0 and result.stdout == ""
     assert result.stderr.count("\n") == 1 and script in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.windows(unix_only=True)
+@pytest.mark.parametrize("script", sorted(UNIX_ONLY & set(SERVERS)))
+def test_a_unix_only_pattern_refuses_in_one_line_where_it_cannot_run(script):
+    """Where the interpreter lacks what the pattern needs (Windows), it names one that runs there, in one line."""
+    if unix_interpreter():
+        pytest.skip("a Unix interpreter: the pattern runs (test_missing_platform_feature_is_one_clear_line fakes it)")
+    result = run_script(script, "--port", "0")
+    assert result.returncode == 1 and result.stdout == "", (result.stdout, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert script in lines[0] and any(other in lines[0] for other in set(SERVERS) - UNIX_ONLY), lines[0]
 
 
 @pytest.mark.slow
