@@ -307,8 +307,12 @@ def create_server_socket(host, port, backlog):
     family, _, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
     # proto as getaddrinfo() says (TCP, not 0): asyncio sets TCP_NODELAY only on a socket that says TCP.
     server_sock = socket.socket(family, socket.SOCK_STREAM, proto)
-    # Lets a restarted server bind at once while old connections sit in TIME_WAIT.
-    server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    # Lets a restarted server bind at once while old connections sit in TIME_WAIT. Windows' SO_REUSEADDR
+    # would also let a second server take the port: SO_EXCLUSIVEADDRUSE there (it binds at once anyway).
+    if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
+        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
+    else:
+        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
@@ -330,7 +334,8 @@ def start_listening(args):
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
-        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+        reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock

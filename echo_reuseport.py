@@ -326,7 +326,8 @@ def start_listening(args):
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
-        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, e.strerror or e))
+        reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
+        sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
     print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock

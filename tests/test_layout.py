@@ -84,9 +84,9 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (183, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (187, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines)"),
+                               "banner) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines)"),
     "echo_selectors_process.py": (231, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
@@ -111,7 +111,9 @@ DIFF_BUDGET_EXCEPTIONS = {
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines)"),
     "echo_asyncio_protocol.py": (127, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in"),
-    "echo_shared_socket.py": (81, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the platform runs (1 line over)"),
+    "echo_shared_socket.py": (85, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
+                                  "platform runs, and the shared create_server_socket() comes back below the banner with "
+                                  "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (5 lines over)"),
 }
 
 
