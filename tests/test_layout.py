@@ -18,8 +18,8 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # The shared functions, in their order below the banner. The first eight are in every file.
 SHARED = ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "tls_context",
-          "on_loop_error", "fork_worker", "finished_children", "run_workers", "signal_pipe", "catch_stop_signals",
-          "wakeup_pipe", "wait_ready",
+          "on_loop_error", "usable_cpu_count", "fork_worker", "finished_children", "run_workers", "signal_pipe",
+          "catch_stop_signals", "wakeup_pipe", "wait_ready",
           "stop_children"]
 EVERYWHERE = SHARED[:8]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
@@ -83,11 +83,11 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (175, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (184, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner) with the SO_REUSEPORT socket"),
-    "echo_selectors_process.py": (224, "joins the selector loop and the pool (fork_worker, finished_children, "
-                                       "stop_children: about 90 lines) with an acceptor of its own: two programs "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket"),
+    "echo_selectors_process.py": (233, "joins the selector loop and the pool (fork_worker, finished_children, "
+                                       "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines)"),
     "echo_fork.py": (139, "a fork per connection, plus the stop every process server shares (finished_children, "
