@@ -7,7 +7,10 @@ non-blocking loop of echo_selectors.py, so every core serves many clients.
 The parent opens the sockets (so --port 0 gives one port to all) and keeps
 them: a worker that dies is replaced, and its queued connections wait for it.
 Trade-off: Linux only; the kernel balances by a hash of the connection, not by
-load, so one busy worker can be handed more than its share.
+load, so one busy worker can be handed more than its share. A second server
+on the same port joins the first without a word and takes its share of new
+connections (half, with as many workers): that is how a restart without
+downtime works, and how a forgotten server splits a measurement.
 Run: python3 echo_reuseport.py [--port 7777] [--workers N], then python3 client.py
 Builds on: echo_selectors.py (and echo_prefork.py's pool of workers, below the banner).
 """
