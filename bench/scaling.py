@@ -9,7 +9,8 @@ every CPU on a physical core the server does not use. echo_reuseport.py, echo_sh
 echo_selectors_process.py get `--workers N`; the others keep their own defaults (echo_prefork.py's 10
 processes, the thread servers' threads). The load is client.py with `--procs` one per load CPU, or --load
 CMD: any command that prints one JSON object with `messages` (or `msgs_total`), `errors`, and optionally
-`msgs_per_s`; {port} and {cpus} in it are replaced by the server's port and the number of load CPUs.
+`msgs_per_s`, `wall_s` and `client_cpu_s` (as client.py and the Go generator of bench/results/scaling-16core/ do);
+in it {port}, {cpus} (the load's CPUs), {clients}, {connects}, {messages} and {size} are the run's.
 
 Two shapes: `held`, 256 connections held open, each exchanging its messages of 32 B one at a time
 (ping-pong); `short`, the article's, 100 clients each opening connection after connection, 50 messages of
@@ -83,9 +84,10 @@ def flags(shape, n, scale, grows):
 
 
 def load_command(args, port, load_cpus, shape_flags):
-    if args.load:
-        return [word.replace("{port}", str(port)).replace("{cpus}", str(len(load_cpus)))
-                for word in shlex.split(args.load)]
+    if args.load:  # {port}, {cpus}, and the shape's {clients}, {connects}, {messages}, {size}
+        fields = dict(port=port, cpus=len(load_cpus), **{flag[2:]: value for flag, value in
+                                                         zip(shape_flags[::2], shape_flags[1::2])})
+        return [word.format(**fields) for word in shlex.split(args.load)]
     return [sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", str(len(load_cpus)),
             "--json", *shape_flags]
 
