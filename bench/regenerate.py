@@ -91,7 +91,7 @@ PARTS = {
     "stops": ("md", "stop signals, 300 cycles of each process server (about two minutes)",
               [[sys.executable, "bench/stop_cycles.py", "--cycles", "300"]]),
     "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (about 3 min)",
-                [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling.json"]]),
+                [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),

@@ -220,7 +220,7 @@ def main():
     parser.add_argument("--scale", type=float, default=1.0, help="multiplies the messages (held) or connections "
                         "(short) of every run (default: %(default)s)")
     parser.add_argument("--load", metavar="CMD", help="the load instead of client.py (see above)")
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling.json"),
+    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "scaling-runs.json"),
                         help="the records, as JSON (default: %(default)s)")
     args = parser.parse_args()
     if not hasattr(os, "sched_setaffinity") or not Path("/proc/self/stat").exists():
