@@ -549,8 +549,15 @@ def scaling_values():
     # This machine's run: its table and its verdict, as bench/scaling.py printed them.
     kept = bench_tables(load("scaling"))
     v["scaling_table"] = "\n".join(kept[0]) if kept else "(not measured)"
-    v["scaling_verdict"] = next((line for line in (load("scaling") or "").splitlines()
-                                 if line.startswith(("Where the load", "No run's load"))), "")
+    done = (load("scaling-runs") or {}).get("summary", [])
+    full = {whose: listing("{} {} at N={}".format(s["server"], s["shape"], s["n"]) for s in done if s["limit"] == whose)
+            for whose in ("the load's", "both full")}
+    v["scaling_verdict"] = " ".join(filter(None, [
+        "The load's CPUs were full and the server's were not, so msgs/s is the load's limit: {}.".format(
+            full["the load's"]) if full["the load's"] != "none" else "",
+        "Both were full, so msgs/s is the two together's, and messages per server CPU-second the figure to "
+        "read: {}.".format(full["both full"]) if full["both full"] != "none" else ""])) or \
+        "No run's load filled its CPUs: msgs/s is the servers'."
     return v
 
 
@@ -571,7 +578,8 @@ def render(to):
         (to / "SWEEPS.md").write_text("\n".join(
             ["# The open-loop sweep, step by step", "", "Each server's steps of the sweep that "
              "[RESULTS.md](RESULTS.md#open-loop-the-connection-rate) summarizes, from the same run ({}). {}.".format(
-                 v["when"], client.knee_rule_text().capitalize()), ""] + lines[first:]).rstrip() + "\n")
+                 meta["parts"].get("openloop", {}).get("when", v["when"]), client.knee_rule_text().capitalize()),
+             ""] + lines[first:]).rstrip() + "\n")
         (to / "openloop.svg").write_text(client.chart([], sweep_list))
     article = tables("article")
     if article:

@@ -269,11 +269,17 @@ def main():
                     yield row(summary(runs)[-1])
     table(head, rows())
     done = summary(runs)
-    loads = [s for s in done if s["limit"] == "the load's"]
-    print("\n" + ("Where the load's CPUs were full and the server's were not, msgs/s is the load's limit, not the "
-                  "server's: {}.".format("; ".join("{} {} at N={}".format(s["server"], s["shape"], s["n"])
-                                                    for s in loads)) if loads else
-                  "No run's load filled its CPUs: msgs/s is the servers'."))
+    full = {whose: "; ".join("{} {} at N={}".format(s["server"], s["shape"], s["n"]) for s in done
+                             if s["limit"] == whose) for whose in ("the load's", "both full")}
+    print()
+    if full["the load's"]:
+        print("The load's CPUs were full and the server's were not: msgs/s is the load's limit, not the server's: "
+              "{}.".format(full["the load's"]))
+    if full["both full"]:
+        print("Both were full: msgs/s is the two together's; read messages per server CPU-second: {}.".format(
+            full["both full"]))
+    if not any(full.values()):
+        print("No run's load filled its CPUs: msgs/s is the servers'.")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps({"machine": info, "load": load, "reps": args.reps, "scale": args.scale,
                                           "runs": runs, "summary": done}, indent=1) + "\n")
