@@ -90,7 +90,7 @@ PARTS = {
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
     "stops": ("md", "stop signals, 300 cycles of each process server (about two minutes)",
               [[sys.executable, "bench/stop_cycles.py", "--cycles", "300"]]),
-    "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (about 3 min)",
+    "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
