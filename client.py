@@ -1844,6 +1844,16 @@ def number(low, high, kind=int):
     return parse
 
 
+def usable_cpu_count():
+    """How many CPUs this process may run on: taskset's or a container's cpuset, where os.cpu_count() counts the
+    machine's (as in the process servers)."""
+    if hasattr(os, "process_cpu_count"):  # 3.13+: the affinity where there is one, and -X cpu_count
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):  # Linux before 3.13
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # elsewhere: the machine's
+
+
 def names(text):
     return [part.strip() for part in text.split(",") if part.strip()]
 
@@ -2004,8 +2014,8 @@ def build_parser():
     group = parser.add_argument_group("advanced").add_argument
     group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S", help="seconds any one wait may "
           "take before that connection counts as failed (default: %(default)s)")
-    group("--procs", type=number(1, 1024), default=os.cpu_count() or 1, metavar="P",
-          help="client worker processes (default: one per CPU, %(default)s)")
+    group("--procs", type=number(1, 1024), default=usable_cpu_count(), metavar="P",
+          help="client worker processes (default: one per CPU it may run on, %(default)s)")
     group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K", help="connects in flight "
           "at once, over all worker processes: a burst of connects overflows the server's listen queue and waits on "
           "SYN retries (default: %(default)s)")

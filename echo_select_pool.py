@@ -7,7 +7,8 @@ sender thread, not the select() loop and every other client.
 While a sender holds one of its chunks, a client leaves the read set: its bytes
 go back in order, and at most one chunk per client waits in memory.
 Trade-off: two thread hand-offs per chunk, and like echo_select.py it refuses
-descriptors past FD_SETSIZE (1024).
+descriptors past FD_SETSIZE (1024). On more cores it gets slower, not faster
+(the GIL passes between them): pin it to one.
 Run: python3 echo_select_pool.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_select.py.
 """

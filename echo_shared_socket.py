@@ -34,7 +34,6 @@ BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewe
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
-WORKERS = os.cpu_count() or 1  # one worker per core
 
 
 class Client:
@@ -373,6 +372,16 @@ def release_stop_signals():
         signal.raise_signal(held_signals.pop(0))
 
 
+def usable_cpu_count():
+    """How many CPUs this process may run on: taskset's or a container's cpuset, where os.cpu_count() counts the
+    machine's (a server pinned to 2 cores of 64 would start 64 workers)."""
+    if hasattr(os, "process_cpu_count"):  # 3.13+: the affinity where there is one, and -X cpu_count
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):  # Linux before 3.13
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # elsewhere: the machine's
+
+
 def fork_worker(serve, *args):
     """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
@@ -494,8 +503,8 @@ def stop_children():
 
 def main():
     parser = argument_parser()
-    parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
-                        help="worker processes (default: %(default)s)")
+    parser.add_argument("--workers", type=number(1, 10000), default=usable_cpu_count(), metavar="N",
+                        help="worker processes (default: one per CPU it may run on, %(default)s)")
     parser.add_argument("--accept", choices=["all", "one", "exclusive"], default="all",
                         help="how a woken worker takes connections: everything queued, one, or everything "
                              "with the socket registered EPOLLEXCLUSIVE (default: %(default)s)")

@@ -21,6 +21,7 @@ import re
 import shlex
 import socket
 import ssl
+import statistics
 import subprocess
 import sys
 import time
@@ -38,6 +39,8 @@ CLIENT = [sys.executable, "client.py", "--all", "--json"]
 SHARED = "shared_socket --accept all,shared_socket --accept one,shared_socket --accept exclusive,reuseport," \
          "prefork,selectors_process"
 UNEVEN = 0.6  # the busiest of 2 workers' share of their CPU from which the prose calls a spread uneven
+SCALING_SERVERS = ["echo_reuseport.py", "echo_thread.py"]  # bench/scaling.py's here: a process server, a thread one
+SCALING_16 = RESULTS / "scaling-16core"  # an outside measurement on 16 cores: its records, machine and command
 DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
 
 
@@ -88,6 +91,8 @@ PARTS = {
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
     "stops": ("md", "stop signals, 300 cycles of each process server (about two minutes)",
               [[sys.executable, "bench/stop_cycles.py", "--cycles", "300"]]),
+    "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
+                [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
@@ -295,7 +300,8 @@ def soak_table():
 def values(meta):
     """Every name bench/RESULTS.template.md uses, from this run's results: a function a section."""
     v = run_values(meta)
-    for section in (table_values, question_values, c10k_values, size_values, openloop_values, shared_values):
+    for section in (table_values, question_values, c10k_values, size_values, openloop_values, shared_values,
+                    scaling_values):
         v.update(section())
     return v
 
@@ -466,6 +472,100 @@ def shared_values():
     return v
 
 
+def scaling_16():
+    """The 16-core records (bench/results/scaling-16core/, the Go generator as the load): {(shape, server, n):
+    [runs]}; the runs with the pack's client.py as the load are kept apart, under the shape "client.py"."""
+    runs = {}
+    for path in sorted(SCALING_16.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if "machine" not in r:
+                shape = "client.py " + r["shape"] if "client-py" in path.name else r["shape"]
+                runs.setdefault((shape, r["server"], r["n"]), []).append(r)
+    return runs
+
+
+def median_of(runs, key):
+    return statistics.median(r[key] for r in runs) if runs else None
+
+
+# The 16-core table's rows: (shape, the records' name, as the table names it)
+SCALING_ROWS = [("long", "go", "Go net (GOMAXPROCS=N)"), ("long", "reuseport", "echo_reuseport.py"),
+                ("long", "selectors_process", "echo_selectors_process.py"), ("long", "shared", "echo_shared_socket.py"),
+                ("long", "thread", "echo_thread.py"), ("long", "threadpool", "echo_threadpool.py"),
+                ("short", "prefork", "echo_prefork.py (10 workers)"), ("short", "reuseport", "echo_reuseport.py"),
+                ("short", "shared", "echo_shared_socket.py"),
+                ("short", "shared_exclusive", "echo_shared_socket.py --accept exclusive"),
+                ("short", "prethread", "echo_prethread.py"),
+                ("short", "select_pool", "echo_select_pool.py")]
+THREADS = ("thread", "threadpool", "prethread", "select_pool")
+TIE = 0.15  # shared socket and SO_REUSEPORT are called a tie while their medians differ by less than this
+
+
+def scaling_values():
+    """bench/scaling.py's run here, and the 16-core records: the table, medians, and the sentences they choose."""
+    runs, v = scaling_16(), {}
+    lines = ["| shape | server | msgs/s, N=1 | N=2 | N=4 | N=8 | N=8 / N=1 | msgs per server CPU-s, N=1 | N=8 "
+             "| runs at N=1, 2, 4, 8 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for shape, name, label in SCALING_ROWS:
+        at = {n: runs.get((shape, name, n), []) for n in (1, 2, 4, 8)}
+        rate = {n: median_of(at[n], "msgs_per_s") for n in at}
+        bounded = [n for n in at if any(r["errors"] for r in at[n])]
+        lines.append("| {} | {} | {} | {:.2f}x | {} | {} | {} |".format(
+            {"long": "256 held", "short": "100 x 50 a connection"}[shape], label,
+            " | ".join(n_text(rate[n]) + ("*" if n in bounded else "") for n in at), rate[8] / rate[1],
+            n_text(median_of(at[1], "msgs_per_server_cpu_s")), n_text(median_of(at[8], "msgs_per_server_cpu_s")),
+            ", ".join(str(len(at[n])) for n in at)))
+    v["scaling16_table"] = "\n".join(lines)
+    lscpu = dict(line.split(":", 1) for line in (SCALING_16 / "machine.txt").read_text().splitlines() if ":" in line)
+    first = json.loads((SCALING_16 / "pass1.jsonl").read_text().splitlines()[0])["machine"]
+    v["s16_machine"] = "{}, {} CPUs ({} thread per core), {}, Linux {}, CPython {}".format(
+        lscpu["Model name"].strip(), lscpu["CPU(s)"].strip(), lscpu["Thread(s) per core"].strip(),
+        lscpu["Hypervisor vendor"].strip(), first["kernel"], first["python"])
+    v["s16_server_cpus"], v["s16_load_cpus"] = ("{}-{}".format(min(first[k]), max(first[k]))
+                                                for k in ("server_cpus", "client_cpus"))
+    rate = {key: median_of(found, "msgs_per_s") for key, found in runs.items()}
+    cpu = {key: median_of(found, "msgs_per_server_cpu_s") for key, found in runs.items()}
+    v["s16_reuse_go"] = "{:.2f}x".format(rate["long", "reuseport", 8] / rate["long", "go", 8])
+    v["s16_reuse_go_cpu"] = "{:,.0f} against {:,.0f}".format(cpu["long", "reuseport", 8], cpu["long", "go", 8])
+    drops = [rate[shape, name, n] / rate[shape, name, 1] for shape, name, n in rate
+             if name in THREADS and n > 1 and not shape.startswith("client.py")]
+    costs = [cpu[shape, name, 1] / cpu[shape, name, n] for shape, name, n in cpu
+             if name in THREADS and n > 1 and not shape.startswith("client.py")]
+    v["s16_thread_drop"] = "{:.0%} to {:.0%}".format(min(drops), max(drops))
+    v["s16_thread_cost"] = "{:.1f} to {:.1f}x".format(min(costs), max(costs))
+    v["s16_thread_short"] = "{:,.0f} msgs/s at 2 cores against {:,.0f} on one".format(
+        rate["short", "thread", 2], rate["short", "thread", 1])
+    ties = {n: [rate["short", other, n] / rate["short", "reuseport", n] for other in ("shared", "shared_exclusive")]
+            for n in (2, 4, 8)}
+    v["s16_shared"] = "; ".join("{} workers {}".format(n, " and ".join("{:.0%}".format(x) for x in ties[n]))
+                                for n in ties)
+    v["s16_tie"] = "still a tie at 2, 4 and 8 workers" if all(abs(x - 1) < TIE for xs in ties.values() for x in xs) \
+        else "no longer a tie at every count of workers"
+    v["s16_bounded"] = listing("{} of echo_{}.py's {} runs at N={}".format(
+        sum(1 for r in runs[shape, name, n] if r["errors"]), name, len(runs[shape, name, n]), n)
+        for (shape, name, n), found in runs.items() if any(r["errors"] for r in found))
+    v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers, where the Go generator reached " \
+        "{:,.0f}".format(rate["client.py long", "reuseport", 8], rate["long", "reuseport", 8])
+    # This machine's run: its table and its verdict, as bench/scaling.py printed them.
+    kept = bench_tables(load("scaling"))
+    v["scaling_table"] = "\n".join(kept[0]) if kept else "(not measured)"
+    done = (load("scaling-runs") or {}).get("summary", [])
+    full = {whose: listing("{} {} at N={}".format(s["server"], s["shape"], s["n"]) for s in done if s["limit"] == whose)
+            for whose in ("the load's", "both full")}
+    v["scaling_verdict"] = " ".join(filter(None, [
+        "The load's CPUs were full and the server's were not, so msgs/s is the load's limit: {}.".format(
+            full["the load's"]) if full["the load's"] != "none" else "",
+        "Both were full, so msgs/s is the two together's, and messages per server CPU-second the figure to "
+        "read: {}.".format(full["both full"]) if full["both full"] != "none" else ""])) or \
+        "No run's load filled its CPUs: msgs/s is the servers'."
+    return v
+
+
+def n_text(value):
+    return "-" if value is None else "{:,.0f}".format(value)
+
+
 def render(to):
     """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to."""
     meta = load("meta") or {"parts": {}}
@@ -479,7 +579,8 @@ def render(to):
         (to / "SWEEPS.md").write_text("\n".join(
             ["# The open-loop sweep, step by step", "", "Each server's steps of the sweep that "
              "[RESULTS.md](RESULTS.md#open-loop-the-connection-rate) summarizes, from the same run ({}). {}.".format(
-                 v["when"], client.knee_rule_text().capitalize()), ""] + lines[first:]).rstrip() + "\n")
+                 meta["parts"].get("openloop", {}).get("when", v["when"]), client.knee_rule_text().capitalize()),
+             ""] + lines[first:]).rstrip() + "\n")
         (to / "openloop.svg").write_text(client.chart([], sweep_list))
     article = tables("article")
     if article:

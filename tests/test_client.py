@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: 0BSD
 """client.py against a correct echo server and deliberately broken ones, all started here."""
 import json
+import os
 import selectors
 import socket
 import subprocess
@@ -479,6 +480,15 @@ def test_help_is_grouped_with_examples_and_no_empty_defaults():
         assert group in text, group
     assert "(default: None)" not in text and "28,000" not in text and "14,000" in text
     assert "python3 client.py --all --scenario pingpong-sweep" in text
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to one of two CPUs")
+def test_procs_defaults_to_the_cpus_it_may_run_on():
+    """Pinned (taskset, a container's cpuset), one worker process per CPU it may use, not per CPU of the machine."""
+    pinned = client("--help", timeout=TIMEOUT, prelude="import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})")
+    assert "one per CPU it may run on, 1)" in " ".join(pinned.stdout.split()), pinned.stdout + pinned.stderr
+    whole = client("--help", timeout=TIMEOUT).stdout
+    assert "one per CPU it may run on, {})".format(len(os.sched_getaffinity(0))) in " ".join(whole.split())
 
 
 def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):

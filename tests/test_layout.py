@@ -19,8 +19,9 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # The shared functions, in their order below the banner. The first nine are in every file.
 SHARED = ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "hold_stop_signals", "release_stop_signals", "tls_context",
-          "on_loop_error", "on_stop_signals", "run_selector_loop", "fork_worker", "finished_children", "run_workers",
-          "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe", "wait_ready",
+          "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
+          "finished_children", "run_workers", "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe",
+          "wait_ready",
           "stop_children"]
 EVERYWHERE = SHARED[:9]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
@@ -84,11 +85,11 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (187, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (196, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines)"),
-    "echo_selectors_process.py": (231, "joins the selector loop and the pool (fork_worker, finished_children, "
-                                       "stop_children: about 90 lines) with an acceptor of its own: two programs "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines)"),
+    "echo_selectors_process.py": (240, "joins the selector loop and the pool (fork_worker, finished_children, "
+                                       "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines); echo_selectors.py's Windows cap on select() goes (7 lines)"),
     "echo_fork.py": (154, "a fork per connection, plus the stop every process server shares (finished_children, "

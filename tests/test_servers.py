@@ -16,9 +16,9 @@ import time
 import pytest
 
 from helpers import (HANDLED_IN_ANOTHER_THREAD, POOL_SERVERS, PROCESS_SERVERS, PYTHON, ROOT, SERVERS, TIMEOUT,
-                     UNIX_ONLY, Server, exchange, group_gone, port_is_free, read_to_eof, reset, roundtrip,
-                     send_while_reading, skip_where_unavailable, tls_args, tls_wrap, unix_interpreter,
-                     wait_for_workers, wait_until)
+                     UNIX_ONLY, Server, children_of, exchange, group_gone, port_is_free, read_to_eof, reset,
+                     roundtrip, send_while_reading, skip_where_unavailable, steady, tls_args, tls_wrap,
+                     unix_interpreter, wait_for_workers, wait_until)
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 windows = pytest.mark.windows  # the Windows lane runs it, on the patterns that run there
@@ -37,8 +37,30 @@ def test_help_documents_every_flag(script):
     for flag in ("--host", "--port", "-q", "--work", "--timeout", "--grace", "127.0.0.1", "7777"):
         assert flag in result.stdout
     with open(ROOT / script) as f:
-        if "WORKERS" in f.read():
+        if re.search(r"\bWORKERS\b|usable_cpu_count\(\)", f.read()):
             assert "--workers" in result.stdout
+
+
+# The pool servers whose --workers defaults to one per CPU the process may run on.
+PER_CPU = sorted(s for s in POOL_SERVERS if "usable_cpu_count()" in (ROOT / s).read_text())
+PIN_ONE = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})"  # a Server prelude: one CPU
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to one of two CPUs")
+@pytest.mark.parametrize("script", PER_CPU)
+def test_a_pinned_server_starts_a_worker_per_cpu_it_may_run_on(script, start_server):
+    """taskset, or a container's cpuset, leaves a process fewer CPUs than the machine has:
+    os.cpu_count() would start a worker for each of the machine's."""
+    assert PER_CPU == ["echo_reuseport.py", "echo_selectors_process.py", "echo_shared_socket.py"]
+    pinned = subprocess.run([sys.executable, "-c", PIN_ONE + "; import runpy, sys; sys.argv = [sys.argv[1], '--help']; "
+                             "runpy.run_path(sys.argv[0], run_name='__main__')", str(ROOT / script)],
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert "one per CPU it may run on, 1)" in " ".join(pinned.stdout.split()), pinned.stdout + pinned.stderr
+    server = start_server(script, "-q", prelude=PIN_ONE)
+    wait_for_workers(server.pid, 1)
+    assert steady(lambda: len(children_of(server.pid))) == 1  # and no second one after it
+    unpinned = start_server(script, "-q")
+    wait_for_workers(unpinned.pid, len(os.sched_getaffinity(0)))
 
 
 @windows
