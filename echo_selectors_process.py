@@ -437,8 +437,9 @@ def release_stop_signals():
     """Let the stop signals reach the handlers the lesson has set: those held come now."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    while held_signals:
-        signal.raise_signal(held_signals.pop(0))
+    for signum in dict.fromkeys(held_signals):  # once each, as a blocked signal is pending once
+        signal.raise_signal(signum)
+    held_signals.clear()
 
 
 def usable_cpu_count():

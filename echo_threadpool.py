@@ -94,8 +94,9 @@ def accept_loop(server_sock, pool):
                 del active[fileno]
                 # One callback per connection at a time: out of the selector until it is done.
                 callback = pool.submit(send_recv, selector.unregister(fileno).fileobj)
-                in_pool.add(callback)
-                callback.add_done_callback(in_pool.discard)
+                if MAX_SOCKETS < math.inf:  # select() (Windows): its client comes back to a full selector
+                    in_pool.add(callback)
+                    callback.add_done_callback(in_pool.discard)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
             due = close_idle(selector, active, now, idle)
@@ -375,8 +376,9 @@ def release_stop_signals():
     """Let the stop signals reach the handlers the lesson has set: those held come now."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    while held_signals:
-        signal.raise_signal(held_signals.pop(0))
+    for signum in dict.fromkeys(held_signals):  # once each, as a blocked signal is pending once
+        signal.raise_signal(signum)
+    held_signals.clear()
 
 
 def signal_pipe():

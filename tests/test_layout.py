@@ -57,8 +57,8 @@ LESSON_BUDGET_EXCEPTIONS = {
                                    "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
     "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
                                  "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
-    "echo_threadpool.py": (135, "the idea plus a deadline per connection and a stop that waits for the "
-                                "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool: 6 lines), and send_all()'s wait without poll() (3 lines)"),
+    "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
+                                "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool, kept only where the selector is select(): 7 lines), and send_all()'s wait without poll() (3 lines)"),
     "echo_selectors_process.py": (194, "two programs: the acceptor (deal, replace workers, wake on signals, and "
                                        "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
@@ -76,8 +76,8 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "wait_ready() on one socket (wakeup_pipe(), wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and Windows' 512 sockets beside FD_SETSIZE"),
     "echo_select_pool.py": (139, "a pool of sender threads: their queue, the buffers that go round, and each "
                                  "client handed back to the loop (sent_back, the waker, take_back()); the clients the senders hold count towards Windows' 512 sockets (3 lines)"),
-    "echo_threadpool.py": (181, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
-                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 9 lines), and send_all()'s wait without poll() (3 lines)"),
+    "echo_threadpool.py": (182, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 10 lines), and send_all()'s wait without poll() (3 lines)"),
     "echo_selectors.py": (233, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes; Windows' cap of 512 sockets on select() (MAX_SOCKETS, 6 lines), and after_grace() goes"),
