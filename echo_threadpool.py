@@ -78,7 +78,7 @@ def accept_loop(server_sock, pool):
             if fileno == server_sock.fileno():
                 accept_clients(selector, server_sock, active, now)
                 due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
-            elif fileno == signals.fileno():
+            elif key.fileobj is signals:
                 signals.recv(256)  # catch_stop_signals() has done the rest
             elif fileno == waker_r.fileno():  # callbacks are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
