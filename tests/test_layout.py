@@ -30,7 +30,7 @@ TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of w
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
 INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
-LESSON_BUDGET = 100  # lines of code (not blank, not comment) from the first function to the banner
+LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
     "echo_epoll.py": (105, "the idea plus a deadline per connection, and a send_all() whose wait for room "
@@ -68,6 +68,44 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
                              "teaches (fork_worker(), run_workers())"),
 }
+# Issue 34: the article above, the armour below. Each lesson's target, in the same lines: about twice the
+# article's own code for its pattern; at most 70 for a pattern beyond the article, 100 for the two that
+# are two programs (echo_selectors_process.py) or add TLS to every handler (echo_selectors_tls.py).
+LESSON_TARGET = 70
+LESSON_TARGETS = {"echo_simple.py": 29, "echo_select.py": 52, "echo_epoll.py": 58, "echo_fork.py": 52,
+                  "echo_thread.py": 39, "echo_prefork.py": 76, "echo_prethread.py": 68, "echo_select_pool.py": 122,
+                  "echo_asyncio.py": 54, "echo_selectors_process.py": 100, "echo_selectors_tls.py": 100}
+# Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
+NOT_YET_MOVED = {"echo_simple.py", "echo_select.py", "echo_epoll.py", "echo_fork.py", "echo_thread.py",
+                 "echo_prefork.py", "echo_prethread.py", "echo_select_pool.py", "echo_asyncio.py",
+                 "echo_asyncio_streams.py", "echo_asyncio_protocol.py", "echo_asyncio_buffered.py",
+                 "echo_selectors.py", "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
+                 "echo_shared_socket.py", "echo_threadpool.py"}
+# The names each file declares as its own lesson: the pattern's code, which may differ from a function of
+# the same name in another file. Every other function or class defined in two or more files has one body.
+LESSON_NAMES = {
+    "echo_simple.py": {"accept_loop", "send_recv_loop"},
+    "echo_fork.py": {"accept_loop", "send_recv_loop", "start_worker"},
+    "echo_thread.py": {"accept_loop", "send_recv_loop", "start_worker"},
+    "echo_prefork.py": {"accept_loop", "send_recv_loop"},
+    "echo_prethread.py": {"accept_loop", "send_recv_loop"},
+    "echo_select.py": {"accept_loop", "accept_clients", "send_recv"},
+    "echo_epoll.py": {"accept_loop", "accept_clients", "send_recv"},
+    "echo_select_pool.py": {"accept_loop", "accept_clients", "take_back"},
+    "echo_threadpool.py": {"accept_loop", "accept_clients", "take_back", "send_recv"},
+    "echo_selectors.py": {"accept_loop", "accept_clients", "send_recv"},
+    "echo_selectors_tls.py": {"Client", "accept_loop", "accept_clients", "send_recv"},
+    "echo_selectors_process.py": {"accept_loop", "accept_clients", "send_recv", "start_worker"},
+    "echo_reuseport.py": {"create_server_socket", "accept_loop", "accept_clients", "send_recv"},
+    "echo_shared_socket.py": {"accept_loop", "accept_clients", "send_recv"},
+    "echo_asyncio.py": {"accept_loop", "send_recv"},
+    "echo_asyncio_streams.py": {"accept_loop", "send_recv"},
+    "echo_asyncio_protocol.py": {"accept_loop", "EchoProtocol"},
+    "echo_asyncio_buffered.py": {"accept_loop", "EchoProtocol"},
+}
+# Names with several bodies that are no file's lesson: time and stop helpers copied and changed per family.
+# Issue 34 gives each family one body per name (or a name of its own); remove a name once it has one body.
+NOT_YET_ONE_BODY = {"close_idle", "send_all", "stop"}
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
@@ -160,6 +198,20 @@ def diff_lines(script):
             if line[:1] in "+-" and line[:3] not in ("+++", "---")]
 
 
+def lesson_lines(script):
+    """The lesson's code lines: from the first function to the banner, not blank, not comment, and not
+    a docstring of a function, class or method in the lesson (issue 34: they were counted before)."""
+    _, lines, tree = parse(script)
+    first, banner = top_functions(tree)[0].lineno, banner_line(lines)
+    docstrings = set()
+    for node in ast.walk(tree):
+        if (isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.lineno < banner
+                and ast.get_docstring(node, clean=False) is not None):
+            docstrings.update(range(node.body[0].lineno, node.body[0].end_lineno + 1))
+    return [line for number, line in enumerate(lines[first - 1:banner - 1], start=first)
+            if line.strip() and not line.strip().startswith("#") and number not in docstrings]
+
+
 def defined(tree):
     return {node.name: node for node in top_functions(tree)}
 
@@ -205,6 +257,22 @@ def test_a_function_has_one_body_in_every_file_that_has_it():
         assert len(set(by_file.values())) == 1, "{} differs between {}".format(name, sorted(by_file))
 
 
+def test_a_name_has_one_body_in_every_file_that_has_it_unless_it_is_the_lesson():
+    """Every function or class defined in two or more files has one body there, except in the files
+    that declare it as their own lesson (LESSON_NAMES): no copy drifts from its twin unseen."""
+    assert set(LESSON_NAMES) == set(SERVERS)
+    sources = {}
+    for script in SERVERS:
+        text, _, tree = parse(script)
+        assert LESSON_NAMES[script] <= set(defined(tree)), "{} declares a lesson it lacks".format(script)
+        for name, node in defined(tree).items():
+            if name != "main" and name not in LESSON_NAMES[script]:
+                sources.setdefault(name, {})[script] = ast.get_source_segment(text, node)
+    several = {name for name, by_file in sources.items() if len(set(by_file.values())) > 1}
+    assert several == NOT_YET_ONE_BODY, "several bodies: {}".format(
+        {name: sorted(sources[name]) for name in several ^ NOT_YET_ONE_BODY if name in sources})
+
+
 @pytest.mark.parametrize("script", SERVERS)
 def test_a_file_carries_only_the_shared_parts_it_uses(script):
     """Each shared function and each name set below the banner is used in the file, outside its
@@ -236,12 +304,19 @@ def test_no_instrument_in_a_server(script):
 
 @pytest.mark.parametrize("script", SERVERS)
 def test_the_lesson_fits_its_budget(script):
-    _, lines, tree = parse(script)
-    first = top_functions(tree)[0].lineno
-    lesson = [line for line in lines[first - 1:banner_line(lines) - 1]
-              if line.strip() and not line.strip().startswith("#")]
+    lesson = lesson_lines(script)
     budget, _ = LESSON_BUDGET_EXCEPTIONS.get(script, (LESSON_BUDGET, ""))
     assert len(lesson) <= budget, "{} lines of lesson".format(len(lesson))
+
+
+@pytest.mark.parametrize("script", [pytest.param(script, marks=pytest.mark.xfail(
+    script in NOT_YET_MOVED, reason="issue 34: lessons not yet moved", strict=True)) for script in SERVERS])
+def test_the_lesson_meets_its_target(script):
+    """Issue 34's targets: the article's functions and their fixes above the banner; time, the stop and
+    signals called by name there, their bodies below. strict: a file that meets its target leaves NOT_YET_MOVED."""
+    lesson = lesson_lines(script)
+    target = LESSON_TARGETS.get(script, LESSON_TARGET)
+    assert len(lesson) <= target, "{} lines of lesson, target {}".format(len(lesson), target)
 
 
 def test_each_file_names_one_parent_and_the_chain_reaches_echo_simple():
