@@ -100,8 +100,8 @@ async def send_recv(sock):
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
     # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
-    # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
-    # messages per CPU-second (the noise); asyncio.timeout() around each await cost 20-30 %.
+    # The deadline: a time stamp per chunk and one timer per connection, not asyncio.timeout()
+    # around each await, which costs far more (DEVELOPMENT.md).
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
         while not stopping:

@@ -7,9 +7,9 @@ A BufferedProtocol hands asyncio a view of one preallocated buffer in
 get_buffer(), the kernel copies straight into it, and buffer_updated(n) writes
 those n bytes back. Everything else is echo_asyncio_protocol.py's. What that
 saves depends on malloc: where each 256 KiB object is an mmap() and munmap()
-(glibc's way until a larger block has been freed), this server did 3.6x the
-stock transport's messages per CPU-second at 4 KiB; where malloc keeps such
-blocks on its heap, about the same (RESULTS.md, "Message sizes").
+(glibc's way until a larger block has been freed), this server did several
+times the stock transport's messages per CPU-second at 4 KiB; where malloc keeps
+such blocks on its heap, about the same (RESULTS.md, "Message sizes").
 Trade-off: the buffer is yours to guard. While the transport still holds bytes
 of it, it must not be read into again: a slow client costs a fresh buffer per
 read, and each connection keeps BUFSIZE bytes for its whole life.
@@ -97,8 +97,8 @@ class EchoProtocol(asyncio.BufferedProtocol):
         self.fd = transport.get_extra_info("socket").fileno()
         self.buffer = memoryview(bytearray(BUFSIZE))  # every read of this client lands here
         self.closed = asyncio.get_running_loop().create_future()  # for a stop to wait on
-        # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
-        # messages per CPU-second (the noise); a call_later() per chunk, cancelled by the next, cost 23 %.
+        # The deadline: a time stamp per chunk and one timer per connection, not a call_later() per
+        # chunk cancelled by the next, which costs far more (DEVELOPMENT.md).
         self.deadline = Deadline(self.fd, transport.abort, transport.get_write_buffer_size)
         connections.add(self)
         log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])

@@ -91,8 +91,8 @@ class EchoProtocol(asyncio.Protocol):
         self.transport = transport
         self.fd = transport.get_extra_info("socket").fileno()
         self.closed = asyncio.get_running_loop().create_future()  # for a stop to wait on
-        # The deadline costs a time stamp per chunk and a timer per connection: under 2 % of the
-        # messages per CPU-second (the noise); a call_later() per chunk, cancelled by the next, cost 23 %.
+        # The deadline: a time stamp per chunk and one timer per connection, not a call_later() per
+        # chunk cancelled by the next, which costs far more (DEVELOPMENT.md).
         self.deadline = Deadline(self.fd, transport.abort, transport.get_write_buffer_size)
         connections.add(self)
         log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])

@@ -68,12 +68,12 @@ def accept_loop(server_sock):
     selector.register(server_sock, selectors.EVENT_READ)
     selector.register(signals, selectors.EVENT_READ)
     # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    # finds its first entry at once; a dict skips the holes its deletions left.
     active = collections.OrderedDict()
     # The deadline costs an OrderedDict update per event and a clock read per wake-up.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
     # due: the earliest moment the oldest connection (or the grace) can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    # so it is worked out again only once reached, not at every wake-up.
     now, due, grace_end = time.monotonic(), math.inf, math.inf  # the first stop signal sets grace_end
     while active or grace_end == math.inf:  # once stopping, until the last client is closed
         # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace may be due.

@@ -42,12 +42,12 @@ def accept_loop(server_sock):
     signals = catch_stop_signals()
     descriptors = {}  # fileno -> socket: select() takes every one at every call
     # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    # finds its first entry at once; a dict skips the holes its deletions left.
     active = collections.OrderedDict()
     # The deadline costs an OrderedDict update and a clock read per chunk, and one per wake-up.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
     # due: the earliest moment the oldest connection can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    # so it is worked out again only once reached, not at every wake-up.
     now, due, listening = time.monotonic(), math.inf, True
     while active or listening:  # once stopped, until the last client is closed
         log("Descriptor Count:{}", len(descriptors))

@@ -57,13 +57,13 @@ def accept_loop(server_sock, workers):
         threading.Thread(target=send_thread, daemon=True).start()
     descriptors = {}  # fileno -> socket: the clients select() reads, those no sender holds
     # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left (3 us at c10k).
+    # finds its first entry at once; a dict skips the holes its deletions left.
     active = collections.OrderedDict()
     # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
     # sender holds a client, send_all() keeps its deadline.
     idle = TIMEOUT or math.inf  # --timeout 0: no deadline
     # due: the earliest moment the oldest connection can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up (3 % of a message's CPU).
+    # so it is worked out again only once reached, not at every wake-up.
     now, due, listening = time.monotonic(), math.inf, True
     while active or listening:  # once stopped, until the last client is closed
         log("Descriptor Count:{}", len(descriptors))
