@@ -82,17 +82,6 @@ async def accept_loop(server_sock):
     hold_stop_signals()
 
 
-def on_signal(task):
-    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
-    # later: two cancels that come before the task runs count as one, and the grace would go on.
-    global signals
-    signals += 1
-    if signals == 1:
-        task.cancel()
-    else:
-        asyncio.get_running_loop().call_soon(task.cancel)
-
-
 async def send_recv(sock):
     loop = asyncio.get_running_loop()
     fd = sock.fileno()
@@ -155,6 +144,17 @@ async def ready(sock, add, remove):
         await future
     finally:
         remove(sock)
+
+
+def on_signal(task):
+    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
+    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    global signals
+    signals += 1
+    if signals == 1:
+        task.cancel()
+    else:
+        asyncio.get_running_loop().call_soon(task.cancel)
 
 
 class Deadline:

@@ -73,17 +73,6 @@ async def accept_loop(server_sock, backlog, context):
     hold_stop_signals()
 
 
-def on_signal(task):
-    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
-    # later: two cancels that come before the task runs count as one, and the grace would go on.
-    global signals
-    signals += 1
-    if signals == 1:
-        task.cancel()
-    else:
-        asyncio.get_running_loop().call_soon(task.cancel)
-
-
 async def send_recv(reader, writer):
     fd = writer.get_extra_info("socket").fileno()
     log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
@@ -138,6 +127,36 @@ def half_close(writer):
         writer.close()
 
 
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+
+def on_signal(task):
+    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
+    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    global signals
+    signals += 1
+    if signals == 1:
+        task.cancel()
+    else:
+        asyncio.get_running_loop().call_soon(task.cancel)
+
+
 class Deadline:
     """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
     TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
@@ -175,25 +194,6 @@ def queued(fd):
         return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
     except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)
         return 0
-
-
-# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
-
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
