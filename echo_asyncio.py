@@ -38,8 +38,7 @@ waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
 
-async def accept_loop(server_sock):
-    global stopping
+async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's accept_loop() starts a Server
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
@@ -60,7 +59,7 @@ async def accept_loop(server_sock):
                     continue
                 log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
                 # The article's ensure_future() kept no reference: a task could vanish mid-connection.
-                task = asyncio.create_task(send_recv(new_sock))
+                task = asyncio.create_task(recv_send(new_sock))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             # While clients queue, sock_accept() returns without letting another task run:
@@ -68,21 +67,11 @@ async def accept_loop(server_sock):
             await asyncio.sleep(0)
     except asyncio.CancelledError:  # the first signal; a second cancels the grace below
         log("Shutdown")
-    # The clients stop by a flag, not by a cancel: a task cancelled mid-send loses count of what it sent.
-    stopping = True
     server_sock.close()  # no more clients
-    for client in waiting:  # every echo written: half-close now, so they see EOF
-        with contextlib.suppress(OSError):  # a client that reset meanwhile
-            client.shutdown(socket.SHUT_WR)
-    if tasks:  # the others half-close once they have sent what they read
-        await asyncio.wait(tasks, timeout=GRACE)
-    # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
-    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
-    # SIGTERM back its default action (death by the signal, not exit status 0).
-    hold_stop_signals()
+    await stop_clients(lambda sock: sock.shutdown(socket.SHUT_WR))  # last echoes, EOF, until the grace ends
 
 
-async def send_recv(sock):
+async def recv_send(sock):  # the article's name
     loop = asyncio.get_running_loop()
     fd = sock.fileno()
     sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
@@ -144,6 +133,23 @@ async def ready(sock, add, remove):
         await future
     finally:
         remove(sock)
+
+
+async def stop_clients(shut):
+    """The stop: the clients stop by a flag, not by a cancel (a task cancelled mid-send loses count
+    of what it sent). Each client that waits for a chunk has every echo: shut(client) half-closes
+    it now, so it sees EOF; the others half-close once they have sent what they read. The grace
+    over, asyncio.run() cancels the tasks left, and each closes its connection."""
+    global stopping
+    stopping = True
+    for client in waiting:
+        with contextlib.suppress(OSError):  # a client that reset meanwhile
+            shut(client)
+    if tasks:
+        await asyncio.wait(tasks, timeout=GRACE)
+    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
+    # SIGTERM back its default action (death by the signal, not exit status 0).
+    hold_stop_signals()
 
 
 def on_signal(task):
@@ -403,7 +409,7 @@ def main():
     with server_sock:
         try:
             # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
-            run_selector_loop(accept_loop(server_sock))
+            run_selector_loop(accept(server_sock))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
 

@@ -39,7 +39,6 @@ tasks = set()  # the clients' tasks, which a stop waits for
 
 
 async def accept_loop(server_sock, backlog, context):
-    global stopping
     loop = asyncio.get_running_loop()
     # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
     # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
@@ -58,19 +57,9 @@ async def accept_loop(server_sock, backlog, context):
         await asyncio.Event().wait()  # serve until cancelled
     except asyncio.CancelledError:  # the first signal; a second cancels the grace below
         log("Shutdown")
-    # The clients stop by a flag, not by a cancel: a task cancelled mid-send loses count of what it sent.
     # Not serve_forever() or wait_closed() to wait for the clients: since 3.12 they do, before not.
-    stopping = True
     server.close()  # no more clients
-    for client in waiting:  # every echo written: half-close now, so they see EOF
-        with contextlib.suppress(OSError):  # a client that reset meanwhile
-            half_close(client)  # (once the transport has sent what it holds)
-    if tasks:  # the others half-close once they have sent what they read
-        await asyncio.wait(tasks, timeout=GRACE)
-    # The grace is over: asyncio.run() cancels the tasks left, and each closes its connection.
-    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
-    # SIGTERM back its default action (death by the signal, not exit status 0).
-    hold_stop_signals()
+    await stop_clients(half_close)  # (each once the transport has sent what it holds)
 
 
 async def send_recv(reader, writer):
@@ -144,6 +133,23 @@ GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their 
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+async def stop_clients(shut):
+    """The stop: the clients stop by a flag, not by a cancel (a task cancelled mid-send loses count
+    of what it sent). Each client that waits for a chunk has every echo: shut(client) half-closes
+    it now, so it sees EOF; the others half-close once they have sent what they read. The grace
+    over, asyncio.run() cancels the tasks left, and each closes its connection."""
+    global stopping
+    stopping = True
+    for client in waiting:
+        with contextlib.suppress(OSError):  # a client that reset meanwhile
+            shut(client)
+    if tasks:
+        await asyncio.wait(tasks, timeout=GRACE)
+    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
+    # SIGTERM back its default action (death by the signal, not exit status 0).
+    hold_stop_signals()
 
 
 def on_signal(task):

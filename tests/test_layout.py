@@ -18,7 +18,7 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
-HELPERS = ["on_signal", "half_close", "Deadline", "queued"]
+HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -31,7 +31,7 @@ EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 9]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
-             "echo_asyncio.py": {"on_signal", "Deadline", "queued"},
+             "echo_asyncio.py": {"stop_clients", "on_signal", "Deadline", "queued"},
              "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
              "echo_reuseport.py": {"create_server_socket"}}  # SO_REUSEPORT: a socket of its own per worker
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
@@ -104,7 +104,7 @@ LESSON_NAMES = {
     "echo_selectors_process.py": {"accept_loop", "accept_clients", "send_recv", "start_worker"},
     "echo_reuseport.py": {"create_server_socket", "accept_loop", "accept_clients", "send_recv"},
     "echo_shared_socket.py": {"accept_loop", "accept_clients", "send_recv"},
-    "echo_asyncio.py": {"accept_loop", "send_recv"},
+    "echo_asyncio.py": {"accept", "recv_send"},
     "echo_asyncio_streams.py": {"accept_loop", "send_recv"},
     "echo_asyncio_protocol.py": {"accept_loop", "EchoProtocol"},
     "echo_asyncio_buffered.py": {"accept_loop", "EchoProtocol"},
@@ -140,9 +140,10 @@ DIFF_BUDGET_EXCEPTIONS = {
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here); echo_simple.py's after_grace() goes (the children keep SIGALRM: Unix only)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
-    "echo_asyncio.py": (330, "the blocking calls become coroutines on one event loop: the accept loop, the "
+    "echo_asyncio.py": (336, "the blocking calls become coroutines on one event loop, under the article's names "
+                             "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
-                             "deadline (Deadline, queued(), about 45 lines); the loop watches its own wake-up "
+                             "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines); on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory), where echo_simple.py's after_grace() goes: 48 lines"),
     "echo_thread.py": (103, "a thread per client, whose waits stay inside recv() and send() (the socket's "
                            "timeout): only the main thread hears signals, so only its accept() needs "
@@ -156,9 +157,10 @@ DIFF_BUDGET_EXCEPTIONS = {
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines); "
                                      "on_signal(), Deadline and queued(), taught above echo_asyncio.py's banner, stand below this one "
                                      "(diff shows the banner and its constants moving past them: 34 lines)"),
-    "echo_asyncio_protocol.py": (147, "the coroutine per client becomes a Protocol's callbacks (every per-client "
+    "echo_asyncio_protocol.py": (161, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in; half_close(), taught above "
-                                      "echo_asyncio_streams.py's banner, stands below this one (20 lines)"),
+                                      "echo_asyncio_streams.py's banner, stands below this one (20 lines); the "
+                                      "tasks' stop_clients() goes (a Protocol stops each connection itself: 14 lines)"),
     "echo_shared_socket.py": (85, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
                                   "platform runs, and the shared create_server_socket() comes back below the banner with "
                                   "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (5 lines over)"),
