@@ -1615,14 +1615,20 @@ def sweep_markdown(server, sweep):
     return lines
 
 
-def machine():
+def cpu_model():
+    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too)."""
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    return "{}, {} cores, Python {}, {}".format(cpu, os.cpu_count(), platform.python_version(), platform.system())
+    return cpu
+
+
+def machine():
+    return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
+                                                platform.system())
 
 
 # ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document

@@ -43,6 +43,9 @@ from helpers import Server, kill_group, proc_stats  # noqa: E402
 
 from common import client_figures, group_cpu_seconds, table  # noqa: E402  (the suite's /proc counter)
 
+sys.path.insert(0, str(ROOT))
+import client  # noqa: E402  its cpu_model(), which its own records name
+
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
 WORKERS_N = {"echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py"}  # get --workers N
@@ -194,13 +197,7 @@ def row(s):
 
 
 def machine(cores):
-    model = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            model = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return {"cpu": model, "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores,
+    return {"cpu": client.cpu_model(), "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores,
             "linux": platform.release(), "python": platform.python_version()}
 
 
