@@ -376,6 +376,8 @@ def on_stop_signals(callback, *args):
             loop.add_signal_handler(signum, callback, *args)
         except NotImplementedError:
             signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
+            # A full wake-up socket has a byte waiting already: no "Exception ignored" for another.
+            signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
 
 
 def run_selector_loop(coroutine):
@@ -396,7 +398,7 @@ def run_selector_loop(coroutine):
             loop = asyncio.SelectorEventLoop()
             loop.add_reader(woken, woken.recv, 512)
             return loop
-        signal.set_wakeup_fd(wake.fileno())
+        signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)  # a full pair has a byte waiting
         try:
             with asyncio.Runner(loop_factory=selector_loop) as runner:
                 return runner.run(coroutine)

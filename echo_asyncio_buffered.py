@@ -400,6 +400,8 @@ def on_stop_signals(callback, *args):
             loop.add_signal_handler(signum, callback, *args)
         except NotImplementedError:
             signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
+            # A full wake-up socket has a byte waiting already: no "Exception ignored" for another.
+            signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
 
 
 def main():

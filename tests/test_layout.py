@@ -140,11 +140,11 @@ DIFF_BUDGET_EXCEPTIONS = {
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here); echo_simple.py's after_grace() goes (the children keep SIGALRM: Unix only)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
-    "echo_asyncio.py": (336, "the blocking calls become coroutines on one event loop, under the article's names "
+    "echo_asyncio.py": (338, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines); the loop watches its own wake-up "
-                             "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines); on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory), where echo_simple.py's after_grace() goes: 48 lines"),
+                             "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines); on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines"),
     "echo_thread.py": (103, "a thread per client, whose waits stay inside recv() and send() (the socket's "
                            "timeout): only the main thread hears signals, so only its accept() needs "
                            "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form; "
