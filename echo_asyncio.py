@@ -72,7 +72,6 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
 
 
 async def recv_send(sock):  # the article's name
-    loop = asyncio.get_running_loop()
     fd = sock.fileno()
     sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     # One buffer for the connection, read into again and again: a fresh 64 KiB object per
@@ -82,24 +81,13 @@ async def recv_send(sock):  # the article's name
     # around each await, which costs far more (DEVELOPMENT.md).
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
-        while not stopping:
-            waiting.add(sock)
-            data = buffer[:await loop.sock_recv_into(sock, buffer)]
-            waiting.discard(sock)
-            deadline.moved = time.monotonic()
-            # Nothing read is EOF: the client closed its side. A chunk that came as the stop
-            # half-closed this connection is dropped, like all that follows.
-            if not data or stopping:
-                break
+        # Nothing read is EOF, the client's close (b"" too once a stop came): the loop ends.
+        while data := await receive_chunk(sock, buffer, deadline):
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             await send_all(sock, data, deadline)
-        # Stopping, every echo written: half-close, then read and discard until the client
-        # closes or the grace ends (close() with unread input would send RST).
-        if stopping:
-            sock.shutdown(socket.SHUT_WR)
-            while await loop.sock_recv_into(sock, buffer):
-                deadline.moved = time.monotonic()
+        if stopping:  # every echo written: the client gets EOF, then its last bytes are read and dropped
+            await half_close_then_drain(sock, buffer, deadline)
         log("[FD:{}]Recv:EOF", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -150,6 +138,26 @@ async def stop_clients(shut):
     # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
     # SIGTERM back its default action (death by the signal, not exit status 0).
     hold_stop_signals()
+
+
+async def receive_chunk(sock, buffer, deadline):
+    """The next chunk read into buffer, as a view of it; b"" at EOF or once a stop came. A chunk
+    that came as the stop half-closed this connection is dropped, like all that follows."""
+    if stopping:
+        return b""
+    waiting.add(sock)  # where the stop finds it, to half-close it at once
+    received = await asyncio.get_running_loop().sock_recv_into(sock, buffer)
+    waiting.discard(sock)
+    deadline.moved = time.monotonic()
+    return b"" if stopping else buffer[:received]
+
+
+async def half_close_then_drain(sock, buffer, deadline):
+    """Stopping, every echo written: half-close, then read and discard until the client closes or
+    the grace ends (close() with unread input would send RST)."""
+    sock.shutdown(socket.SHUT_WR)
+    while await asyncio.get_running_loop().sock_recv_into(sock, buffer):
+        deadline.moved = time.monotonic()
 
 
 def on_signal(task):
