@@ -298,6 +298,8 @@ def vanish(server, client_ns, client_if):
     finally:
         client.kill()  # its socket dies in a namespace with no way out
         client.wait(TIMEOUT)
+        client.stdout.close()  # the reader thread may still hold a read: its pipe ends here
+        client.stderr.close()
 
 
 @every_server
