@@ -119,15 +119,6 @@ def stop():
     cut(socket.SHUT_WR)
 
 
-def cut(how):
-    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
-
-
 def start_worker(server_sock, sock, address):
     """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
     global log_prefix
@@ -194,6 +185,15 @@ KEEPALIVE_COUNT = 4
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
 PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
+
+
+def cut(how):
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 def log(fmt, *args):

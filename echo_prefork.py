@@ -135,15 +135,6 @@ def stop():
     cut(socket.SHUT_WR)
 
 
-def cut(how):
-    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
-
-
 def fork_worker(serve, *args):
     """Fork a worker that runs serve(*args) and leaves with os._exit(), never running the
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
@@ -226,6 +217,15 @@ KEEPALIVE_COUNT = 4
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
 PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
+
+
+def cut(how):
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 def log(fmt, *args):
