@@ -21,7 +21,7 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued",
            # the blocking servers': taught in echo_simple.py, wait_ready()'s deadline and the stop by flags
            "take_stop_signals", "take_child_signals", "accept_client", "receive", "send_echo", "stop_server",
-           "stop_accepting", "stop_child", "cut"]
+           "stop_accepting", "stop_child", "stop_threads", "join_threads", "wait_for_threads", "cut"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -87,8 +87,8 @@ LESSON_TARGETS = {"echo_simple.py": 29, "echo_select.py": 52, "echo_epoll.py": 5
                   "echo_thread.py": 39, "echo_prefork.py": 76, "echo_prethread.py": 68, "echo_select_pool.py": 122,
                   "echo_asyncio.py": 54, "echo_selectors_process.py": 100, "echo_selectors_tls.py": 100}
 # Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
-NOT_YET_MOVED = {"echo_select.py", "echo_epoll.py", "echo_thread.py",
-                 "echo_prefork.py", "echo_prethread.py", "echo_select_pool.py", "echo_asyncio.py",
+NOT_YET_MOVED = {"echo_select.py", "echo_epoll.py",
+                 "echo_prefork.py", "echo_select_pool.py", "echo_asyncio.py",
                  "echo_selectors.py", "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
                  "echo_shared_socket.py", "echo_threadpool.py"}
 # The names each file declares as its own lesson: the pattern's code, which may differ from a function of
@@ -98,7 +98,7 @@ LESSON_NAMES = {
     "echo_fork.py": {"accept_loop", "send_recv_loop", "start_worker"},
     "echo_thread.py": {"accept_loop", "send_recv_loop", "start_worker"},
     "echo_prefork.py": {"accept_loop", "send_recv_loop"},
-    "echo_prethread.py": {"accept_loop", "send_recv_loop"},
+    "echo_prethread.py": {"accept_thread", "send_recv_loop"},
     "echo_select.py": {"accept_loop", "accept_clients", "send_recv"},
     "echo_epoll.py": {"accept_loop", "accept_clients", "send_recv"},
     "echo_select_pool.py": {"accept_loop", "accept_clients", "take_back"},
@@ -145,7 +145,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                           "and a child's (take_child_signals(), stop_child(), stop_accepting() for the parent, in place of "
                           "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only); "
                           "the helpers taught above echo_simple.py's banner stand below this one (diff shows the banner "
-                          "and its constants moving past them: 36 lines)"),
+                          "and its constants moving past them: about 30 lines)"),
     "echo_prefork.py": (277, "(until issue 34 moves its lesson: echo_fork.py's lesson changed) two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines) taught here in place of a fork per connection"),
     "echo_asyncio.py": (338, "the blocking calls become coroutines on one event loop, under the article's names "
@@ -153,13 +153,16 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines); on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines"),
-    "echo_thread.py": (215, "(until issue 34 moves its lesson: echo_simple.py's lesson changed) a thread per client, whose waits stay inside recv() and send() (the socket's "
-                           "timeout): only the main thread hears signals, so only its accept() needs "
-                           "wait_ready(), and echo_simple.py's send_recv_loop() and send_all() keep their first form; "
-                           "echo_simple.py's after_grace() goes (the main thread waits out the grace itself: 14 lines)"),
-    "echo_prethread.py": (106, "threads that take turns in accept() under a lock, blocking (a stop shuts the "
-                               "listening socket), and a main thread that only waits for the signal pipe: "
-                               "echo_thread.py's accept loop and its wait_ready() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
+    "echo_thread.py": (133, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
+                           "send() (the socket's timeout: only the main thread hears signals); the threads' stop "
+                           "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
+                           "stop_server() and echo_simple.py's after_grace() (the main thread waits out the grace itself: "
+                           "33 lines); the helpers taught above echo_simple.py's banner stand below this one (diff shows "
+                           "the banner and its constants moving past them: about 14 lines)"),
+    "echo_prethread.py": (91, "threads that take turns in accept() under a lock, blocking, under the article's name "
+                              "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
+                              "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
+                              "accept_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
     "echo_asyncio_streams.py": (202, "asyncio's Server and streams replace the accept loop, send_all() and "
                                      "ready(), and the Server's own accept needs on_loop_error(); the optional TLS "
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines); "
