@@ -141,6 +141,12 @@ def run_workers(serve, jobs):
             waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
 
 
+def start_workers(server_sock, workers):
+    # The article's `for i in range(10): os.fork()`, each child in accept_loop(): all the workers are
+    # forked before any client arrives (fork_worker()), and run_workers() forks another for each that ends.
+    run_workers(accept_loop, [(server_sock,) for i in range(workers)])
+
+
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
@@ -493,7 +499,7 @@ def main():
     log("Ready For Accept")
     with server_sock, lock_file:
         try:
-            run_workers(accept_loop, [(server_sock,)] * args.workers)
+            start_workers(server_sock, args.workers)
         except KeyboardInterrupt:
             stop_children()
 

@@ -146,8 +146,8 @@ DIFF_BUDGET_EXCEPTIONS = {
                           "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only); "
                           "the helpers taught above echo_simple.py's banner stand below this one (diff shows the banner "
                           "and its constants moving past them: about 30 lines)"),
-    "echo_prefork.py": (131, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
-                             "run_workers, about 60 lines) taught here in place of a fork per connection (start_worker(): "
+    "echo_prefork.py": (137, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+                             "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "34 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner)"),
     "echo_asyncio.py": (338, "the blocking calls become coroutines on one event loop, under the article's names "
