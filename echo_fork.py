@@ -42,11 +42,9 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
-    # The deadline: recv() and each send() wait at most TIMEOUT s in wait_ready(), never in the call:
-    # a signal's handler runs only between two calls, so a socket timeout would hold a stop back.
+    # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
     sock.setblocking(False)
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.

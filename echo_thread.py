@@ -42,11 +42,9 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     ident = threading.get_ident()  # the article's currentThread() is deprecated
-    # The deadline is the socket's timeout here, not wait_ready(): only the main thread hears signals,
-    # so this thread may block in recv() and send(), and the stop's shutdown() (cut()) ends them.
+    # The deadline is the socket's timeout: only the main thread hears signals, and cut() ends a wait here.
     sock.settimeout(TIMEOUT or None)
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.

@@ -74,10 +74,6 @@ LESSON_BUDGET_EXCEPTIONS = {
                                        "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
                                        "takes the connections already passed before it closes its channel"),
-    "echo_fork.py": (106, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
-                          "fork per connection and the parent's own stop (stop_accepting())"),
-    "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
-                             "teaches (fork_worker(), run_workers())"),
 }
 # Issue 34: the article above, the armour below. Each lesson's target, in the same lines: about twice the
 # article's own code for its pattern; at most 70 for a pattern beyond the article, 100 for the two that
@@ -155,7 +151,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines); on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines"),
-    "echo_thread.py": (133, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
+    "echo_thread.py": (131, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
                            "send() (the socket's timeout: only the main thread hears signals); the threads' stop "
                            "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
                            "stop_server() and echo_simple.py's after_grace() (the main thread waits out the grace itself: "
