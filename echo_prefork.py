@@ -36,15 +36,13 @@ WORKERS = 10  # the article's number of children
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 
 lock_file = None  # the accept lock shared by the workers
-deadline = None  # when the grace ends, once a stop signal came
+stopping = False  # True once the parent's SIGTERM came: accept() takes only the clients already queued
+deadline = None  # when the grace ends, once the parent's SIGTERM came
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_loop(server_sock):
-    # A stop sets flags, and its signal's byte ends wait_ready(); its handlers never raise (see stop()).
-    wakeup_pipe()
-    signal.signal(signal.SIGTERM, lambda signum, frame: stop())
-    signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
+    take_child_signals()  # the parent's SIGTERM stops this worker, with a wake-up pipe of its own
     release_stop_signals()  # fork_worker() held them until now
     server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     while True:
@@ -52,16 +50,7 @@ def accept_loop(server_sock):
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
             log("Get Lock")
-            if not deadline:  # stopping, a worker takes only the clients already queued
-                wait_ready(server_sock)
-            new_sock, address = server_sock.accept()
-        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
-            if deadline:
-                raise KeyboardInterrupt  # as Ctrl-C did before: fork_worker() ends the stop
-            continue
-        except OSError as e:
-            shed_connection(server_sock, e)
-            continue
+            new_sock, address = accept_client(server_sock)  # stopping, KeyboardInterrupt once none is queued
         finally:
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
@@ -71,77 +60,23 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
-    # The deadline: recv() and each send() wait at most TIMEOUT s in wait_ready(), never in the call.
+    # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
     sock.setblocking(False)
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        while True:
-            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
-                if time.monotonic() > deadline:
-                    return
-                sock.shutdown(socket.SHUT_WR)
-            if not wait_ready(sock, TIMEOUT):
-                raise TimeoutError
-            try:
-                data = buffer[:sock.recv_into(buffer)]
-            except BlockingIOError:
-                continue  # woken by a signal: a stop is seen above
-            connections[sock] = False
-            if not data:  # nothing read is EOF: the client closed its side
-                log("Recv:EOF")
-                return
-            if deadline:
-                continue  # read after the stop (or as it came): dropped, not echoed
+        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
+        while data := receive(sock, buffer):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)
+            send_echo(sock, data)  # the article's send() could send only part of it
+        log("Recv:EOF")
     except TimeoutError:  # no byte moved either way for TIMEOUT seconds
         log("Timeout")
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("Error:{}", e.strerror)
     finally:
-        del connections[sock]
-
-
-def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
-    stalled = False
-    while data:
-        try:
-            data = data[sock.send(data):]  # the article's send() could send only part of it
-            stalled = False
-        except BlockingIOError:  # no room: wait for some, or a signal
-            if stalled:
-                raise TimeoutError from None
-            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
-            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
-            stalled = not wait_ready(sock, TIMEOUT, write=True)
-
-
-def stop():
-    # A worker's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
-    # is over; a second one changes nothing (the parent acts on a second signal).
-    # A handler that raised in the middle of a send() would lose count of what was sent: this one
-    # sets flags and shuts the write side of the clients that wait for a new chunk.
-    global deadline
-    if deadline:
-        return
-    deadline = time.monotonic() + GRACE
-    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
-    cut(socket.SHUT_WR)
-
-
-def cut(how):
-    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
+        del connections[sock]  # a stop no longer shuts it
 
 
 def fork_worker(serve, *args):
@@ -204,6 +139,12 @@ def run_workers(serve, jobs):
             waiting.append(args)  # the same arguments: a worker on a socket of its own gets it back
 
 
+def start_workers(server_sock, workers):
+    # The article's `for i in range(10): os.fork()`, each child in accept_loop(): all the workers are
+    # forked before any client arrives (fork_worker()), and run_workers() forks another for each that ends.
+    run_workers(accept_loop, [(server_sock,) for i in range(workers)])
+
+
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
@@ -226,6 +167,93 @@ KEEPALIVE_COUNT = 4
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
 PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
+
+
+def take_child_signals():
+    """A child's stop: its parent's SIGTERM calls stop_child(), and SIGALRM cuts what is left once the
+    grace is over; each writes a byte that ends wait_ready(), to a wake-up pipe of the child's own (the
+    parent's wakes the parent). Set while the signals are blocked: the caller unblocks them."""
+    wakeup_pipe()
+    signal.signal(signal.SIGTERM, stop_child)
+    signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
+
+
+def accept_client(server_sock):
+    """accept() a client, after a wait that a stop signal ends: (its socket, its address). Once a
+    stop came, accept() takes only the clients already queued, then raises KeyboardInterrupt, as
+    Ctrl-C did before: main() ends the stop. A failed accept() is shed_connection()'s."""
+    while True:
+        try:
+            if not stopping:
+                wait_ready(server_sock)
+            return server_sock.accept()
+        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
+            if stopping:
+                raise KeyboardInterrupt
+        except OSError as e:
+            shed_connection(server_sock, e)
+
+
+def receive(sock, buffer):
+    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
+    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
+    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
+    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
+    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
+    while True:
+        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+        if deadline:  # stopping: the client has every echo and gets EOF
+            if time.monotonic() > deadline:
+                return b""
+            sock.shutdown(socket.SHUT_WR)
+        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
+            raise TimeoutError
+        try:
+            data = buffer[:sock.recv_into(buffer)]
+        except BlockingIOError:
+            continue  # woken by a signal: a stop is seen above
+        connections[sock] = False
+        if not data or not deadline:  # nothing read is EOF: the client closed its side
+            return data
+        # read after the stop (or as it came): dropped, not echoed
+
+
+def send_echo(sock, data):
+    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
+    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
+    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
+    stalled = False
+    while data:
+        try:
+            data = data[sock.send(data):]
+            stalled = False
+        except BlockingIOError:  # no room: wait for some, or a signal
+            if stalled:
+                raise TimeoutError from None
+            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
+            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            stalled = not wait_ready(sock, TIMEOUT, write=True)
+
+
+def stop_child(signum, frame):
+    """A child's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
+    is over; a second one changes nothing (the parent acts on a second signal). It sets flags and
+    shuts the write side of the clients that wait for a new chunk, never raising."""
+    global stopping, deadline
+    if deadline:
+        return
+    stopping, deadline = True, time.monotonic() + GRACE
+    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
+    cut(socket.SHUT_WR)
+
+
+def cut(how):
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 def log(fmt, *args):
@@ -469,7 +497,7 @@ def main():
     log("Ready For Accept")
     with server_sock, lock_file:
         try:
-            run_workers(accept_loop, [(server_sock,)] * args.workers)
+            start_workers(server_sock, args.workers)
         except KeyboardInterrupt:
             stop_children()
 

@@ -29,11 +29,12 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 WORKERS = 40  # the article's number of threads
 LOCK = threading.Lock()  # held by the one thread waiting in accept()
 
+stopping = False  # True once a stop signal came
 deadline = None  # when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
-def accept_loop(server_sock):
+def accept_thread(server_sock):  # the article's name: each thread accepts, then serves
     ident = threading.get_ident()  # the article's currentThread() is deprecated
     while True:
         log("<{}>Start", ident)
@@ -43,7 +44,7 @@ def accept_loop(server_sock):
             log("<{}>Get Lock", ident)
             new_sock, address = server_sock.accept()
         except OSError as e:
-            if deadline:  # the stop shut the listening socket
+            if stopping:  # the stop shut the listening socket
                 return
             shed_connection(server_sock, e)  # under the lock: one thread at a time uses the spare
             continue
@@ -57,60 +58,38 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     ident = threading.get_ident()  # the article's currentThread() is deprecated
-    # The deadline: recv() and each send() wait at most TIMEOUT s, at the cost of a poll() before each.
+    # The deadline is the socket's timeout: only the main thread hears signals, and cut() ends a wait here.
     sock.settimeout(TIMEOUT or None)
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        while True:
-            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
-                if time.monotonic() > deadline:
-                    return
-                sock.shutdown(socket.SHUT_WR)
-            data = buffer[:sock.recv_into(buffer)]
-            connections[sock] = False
-            if not data:  # nothing read is EOF: the client closed its side
-                log("<{}>Recv:EOF", ident)
-                return
-            if deadline:
-                continue  # read after the stop (or as it came): dropped, not echoed
+        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
+        while data := receive(sock, buffer):
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)
+            send_echo(sock, data)  # the article's send() could send only part of it
+        log("<{}>Recv:EOF", ident)
     except TimeoutError:  # no byte moved either way for TIMEOUT seconds
         log("<{}>Timeout", ident)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("<{}>Error:{}", ident, e.strerror)
     finally:
-        del connections[sock]
-
-
-def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
-    while data:
-        data = data[sock.send(data):]  # the article's send() could send only part of it
+        del connections[sock]  # a stop no longer shuts it
 
 
 def run_threads(server_sock, workers):
     """Start the threads, then wait for Ctrl-C or SIGTERM and stop them."""
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop())
-    release_stop_signals()  # start_listening() held them until now
+    take_stop_signals(stop_threads)  # a stop sets flags and never raises
     # Daemon threads: a stop need not wait past the grace for clients that stay connected.
-    threads = [threading.Thread(target=accept_loop, args=(server_sock,), daemon=True) for _ in range(workers)]
-    with contextlib.suppress(KeyboardInterrupt):  # from stop()
-        for thread in threads:
-            thread.start()
-        # The main thread only waits: not in join(), which before Python 3.13 counts the thread it
-        # waited for as finished once interrupted, nor in signal.pause(), which a signal that came
-        # just before it would not end, but for the byte each signal writes to the pipe.
-        while True:
-            select.select([wakeup_sock], [], [])
-            wakeup_sock.recv(512)  # emptied; stop() itself runs by the next turn
+    threads = [threading.Thread(target=accept_thread, args=(server_sock,), daemon=True) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
+    # The main thread only waits: not in join(), which before Python 3.13 counts the thread it
+    # waited for as finished once interrupted, nor in signal.pause(), which a signal that came
+    # just before it would not end, but for the byte each signal writes to the pipe.
+    while not stopping:
+        select.select([wakeup_sock], [], [])
+        wakeup_sock.recv(512)  # emptied; stop_threads() itself runs by the next turn
     # The threads take the clients already in the backlog (each gets EOF at once); then shutting
     # the listening socket wakes the thread waiting in accept() (Linux), and would reset the rest.
     while select.select([server_sock], [], [], 0)[0] and time.monotonic() < deadline:
@@ -119,45 +98,7 @@ def run_threads(server_sock, workers):
         server_sock.shutdown(socket.SHUT_RD)  # accept() fails from now on, in every thread
     except OSError:  # Windows cannot shut a listening socket: closing it fails accept() all the same
         server_sock.close()
-    stop_threads()
-
-
-def stop():
-    # The first Ctrl-C or SIGTERM: shut the write side of the clients that wait for a new chunk, and
-    # end the main thread's wait; a second signal exits at once. Raising is safe there, as the main
-    # thread serves no client: an exception in the middle of a send() would lose count of what was sent.
-    global deadline
-    if deadline:
-        sys.exit(1)
-    deadline = time.monotonic() + GRACE
-    cut(socket.SHUT_WR)
-    raise KeyboardInterrupt
-
-
-def stop_threads():
-    # In the main thread: wait for the threads until the grace is over, then cut what is left.
-    log("Shutdown")
-    wait_for_threads(deadline)
-    cut(socket.SHUT_RDWR)  # recv() and send() return at once
-    wait_for_threads(deadline + 1)  # and a second more for them to close their sockets
-
-
-def wait_for_threads(until):
-    for thread in threading.enumerate():
-        # is_alive(): a stop signal may have come in the middle of a start(), before the thread ran.
-        # join() in slices of 0.1 s: a second signal that came just before join() went to sleep
-        # has its handler run at the next slice, not when the grace is over.
-        while thread is not threading.current_thread() and thread.is_alive() and time.monotonic() < until:
-            thread.join(min(until - time.monotonic(), 0.1))
-
-
-def cut(how):
-    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
+    join_threads()
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -178,6 +119,97 @@ GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their 
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+def take_stop_signals(handler):
+    """From now on, each stop signal calls handler(signum, frame) and writes a byte that ends
+    wait_ready() (wakeup_pipe()). The handler sets flags and never raises: raised in the middle of
+    accept() or send(), an exception would lose a client, or count of what was sent."""
+    wakeup_pipe()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    release_stop_signals()  # start_listening() held them until now
+
+
+def receive(sock, buffer):
+    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
+    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
+    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
+    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
+    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
+    while True:
+        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+        if deadline:  # stopping: the client has every echo and gets EOF
+            if time.monotonic() > deadline:
+                return b""
+            sock.shutdown(socket.SHUT_WR)
+        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
+            raise TimeoutError
+        try:
+            data = buffer[:sock.recv_into(buffer)]
+        except BlockingIOError:
+            continue  # woken by a signal: a stop is seen above
+        connections[sock] = False
+        if not data or not deadline:  # nothing read is EOF: the client closed its side
+            return data
+        # read after the stop (or as it came): dropped, not echoed
+
+
+def send_echo(sock, data):
+    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
+    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
+    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
+    stalled = False
+    while data:
+        try:
+            data = data[sock.send(data):]
+            stalled = False
+        except BlockingIOError:  # no room: wait for some, or a signal
+            if stalled:
+                raise TimeoutError from None
+            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
+            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            stalled = not wait_ready(sock, TIMEOUT, write=True)
+
+
+def stop_threads(signum, frame):
+    """The first Ctrl-C or SIGTERM, in the main thread: shut the write side of the clients that wait
+    for a new chunk (one in the middle of a send() shuts its own once sent), and end the main thread's
+    wait (its byte); join_threads() then waits out the grace. A second signal exits at once. It sets
+    flags and never raises: the main thread may be in the middle of an accept()."""
+    global stopping, deadline
+    if stopping:
+        sys.exit(1)
+    stopping, deadline = True, time.monotonic() + GRACE
+    cut(socket.SHUT_WR)
+
+
+def join_threads():
+    """In the main thread, once a stop came: wait for the threads until the grace is over, then cut
+    what is left."""
+    log("Shutdown")
+    wait_for_threads(deadline)
+    cut(socket.SHUT_RDWR)  # recv() and send() return at once
+    wait_for_threads(deadline + 1)  # and a second more for them to close their sockets
+
+
+def wait_for_threads(until):
+    """Join every other thread, until the monotonic time until."""
+    for thread in threading.enumerate():
+        # is_alive(): a stop signal may have come in the middle of a start(), before the thread ran.
+        # join() in slices of 0.1 s: a second signal that came just before join() went to sleep
+        # has its handler run at the next slice, not when the grace is over.
+        while thread is not threading.current_thread() and thread.is_alive() and time.monotonic() < until:
+            thread.join(min(until - time.monotonic(), 0.1))
+
+
+def cut(how):
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 def log(fmt, *args):
@@ -342,6 +374,24 @@ def wakeup_pipe():
     wakeup_sock = read_end
 
 
+def wait_ready(sock, timeout=None, write=False):
+    """Wait until sock is readable (writable, with write=True) or a signal came: True; False
+    after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    signal that came just before accept() or recv() entered the kernel would be heard only once
+    that call returned, maybe never (PEP 475): its byte ends this wait."""
+    if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
+        poller = select.poll()
+        poller.register(sock, select.POLLOUT if write else select.POLLIN)
+        poller.register(wakeup_sock, select.POLLIN)
+        ready = [fd for fd, _ in poller.poll(timeout * 1000 if timeout else None)]
+    else:  # Windows: select() takes sockets only, as these two are
+        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout or None)
+        ready = [ready_sock.fileno() for ready_sock in readable + writable]
+    if wakeup_sock.fileno() in ready:
+        wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
+    return bool(ready)
+
+
 def main():
     parser = argument_parser()
     parser.add_argument("--workers", type=number(1, 10000), default=WORKERS, metavar="N",
@@ -350,10 +400,7 @@ def main():
     server_sock = start_listening(args)
     log("Ready For Accept")
     with server_sock:
-        try:
-            run_threads(server_sock, args.workers)
-        except KeyboardInterrupt:
-            log("Shutdown")
+        run_threads(server_sock, args.workers)
 
 
 if __name__ == "__main__":

@@ -24,32 +24,18 @@ BACKLOG = 5  # the article's backlog: five clients may wait while one is served;
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
+stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
 cancel_grace = None  # what cancels the grace's end (after_grace())
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
 def accept_loop(server_sock):
-    # A stop sets flags, and its signal's byte ends wait_ready(); its handlers never raise (see stop()).
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, lambda signum, frame: stop())
-    release_stop_signals()  # start_listening() held them until now
+    take_stop_signals(stop_server)  # a stop sets flags and never raises: no accepted client is lost
     server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
     log("Ready For Accept")
     while True:
-        try:
-            if not deadline:  # stopping, accept() takes only the clients already queued
-                wait_ready(server_sock)
-            new_sock, address = server_sock.accept()
-        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
-            if deadline:
-                cancel_grace()
-                raise KeyboardInterrupt  # as Ctrl-C did before: main() ends the stop
-            continue
-        except OSError as e:
-            shed_connection(server_sock, e)
-            continue
+        new_sock, address = accept_client(server_sock)  # stopping, KeyboardInterrupt once none is queued
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
         # The article answered one recv() and closed; serve the client until it closes.
         with new_sock:
@@ -58,48 +44,83 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     fd = sock.fileno()
-    # The deadline: recv() and each send() wait at most TIMEOUT s in wait_ready(), never in the call.
+    # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
     sock.setblocking(False)
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        while True:
-            connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-            if deadline:  # stopping: the client has every echo and gets EOF; what it sends now is dropped
-                if time.monotonic() > deadline:
-                    return
-                sock.shutdown(socket.SHUT_WR)
-            if not wait_ready(sock, TIMEOUT):
-                raise TimeoutError
-            try:
-                data = buffer[:sock.recv_into(buffer)]
-            except BlockingIOError:
-                continue  # woken by a signal: a stop is seen above
-            connections[sock] = False
-            if not data:  # nothing read is EOF: the client closed its side
-                log("[FD:{}]Recv:EOF", fd)
-                return
-            if deadline:
-                continue  # read after the stop (or as it came): dropped, not echoed
+        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
+        while data := receive(sock, buffer):
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)
+            send_echo(sock, data)  # the article's send() could send only part of it
+        log("[FD:{}]Recv:EOF", fd)
     except TimeoutError:  # no byte moved either way for TIMEOUT seconds
         log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
     finally:
-        del connections[sock]
+        del connections[sock]  # a stop no longer shuts it
 
 
-def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+def take_stop_signals(handler):
+    """From now on, each stop signal calls handler(signum, frame) and writes a byte that ends
+    wait_ready() (wakeup_pipe()). The handler sets flags and never raises: raised in the middle of
+    accept() or send(), an exception would lose a client, or count of what was sent."""
+    wakeup_pipe()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    release_stop_signals()  # start_listening() held them until now
+
+
+def accept_client(server_sock):
+    """accept() a client, after a wait that a stop signal ends: (its socket, its address). Once a
+    stop came, accept() takes only the clients already queued, then raises KeyboardInterrupt, as
+    Ctrl-C did before: main() ends the stop. A failed accept() is shed_connection()'s."""
+    while True:
+        try:
+            if not stopping:
+                wait_ready(server_sock)
+            return server_sock.accept()
+        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
+            if stopping:
+                raise KeyboardInterrupt
+        except OSError as e:
+            shed_connection(server_sock, e)
+
+
+def receive(sock, buffer):
+    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
+    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
+    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
+    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
+    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
+    while True:
+        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+        if deadline:  # stopping: the client has every echo and gets EOF
+            if time.monotonic() > deadline:
+                return b""
+            sock.shutdown(socket.SHUT_WR)
+        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
+            raise TimeoutError
+        try:
+            data = buffer[:sock.recv_into(buffer)]
+        except BlockingIOError:
+            continue  # woken by a signal: a stop is seen above
+        connections[sock] = False
+        if not data or not deadline:  # nothing read is EOF: the client closed its side
+            return data
+        # read after the stop (or as it came): dropped, not echoed
+
+
+def send_echo(sock, data):
+    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
+    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
+    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
     stalled = False
     while data:
         try:
-            data = data[sock.send(data):]  # the article's send() could send only part of it
+            data = data[sock.send(data):]
             stalled = False
         except BlockingIOError:  # no room: wait for some, or a signal
             if stalled:
@@ -109,23 +130,23 @@ def send_all(sock, data):
             stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 
-def stop():
-    # The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, and each gets its
-    # echo, then EOF, until the grace is over; a second signal exits at once.
-    # A handler that raised in the middle of a send() would lose count of what was sent: this one
-    # sets flags and shuts the write side of the clients that wait for a new chunk.
-    global deadline, cancel_grace
-    if deadline:
+def stop_server(signum, frame):
+    """The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, and each gets
+    its echo, then EOF, until the grace is over; a second signal exits at once. It sets flags and
+    shuts the write side of the clients that wait for a new chunk (one in the middle of a send()
+    shuts its own once sent, in receive())."""
+    global stopping, deadline, cancel_grace
+    if stopping:
         cancel_grace()
         sys.exit(1)
-    deadline = time.monotonic() + GRACE
+    stopping, deadline = True, time.monotonic() + GRACE
     cancel_grace = after_grace(lambda: cut(socket.SHUT_RDWR))  # then cut what is left
     cut(socket.SHUT_WR)
 
 
 def cut(how):
-    # shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    # in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all.
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
     for sock, waiting in list(connections.items()):
         if waiting or how == socket.SHUT_RDWR:
             with contextlib.suppress(OSError):  # closed or reset meanwhile
@@ -350,7 +371,8 @@ def main():
     with server_sock:
         try:
             accept_loop(server_sock)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # accept_client(): the stop took the last client queued
+            cancel_grace()
             log("Shutdown")
 
 
