@@ -18,7 +18,9 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
-HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued"]
+HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued",
+           "SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers", "half_close_flushed",
+           "selector_has_room", "wake_on_stop_signals"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -32,7 +34,10 @@ EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 9]
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
              "echo_asyncio.py": {"stop_clients", "on_signal", "Deadline", "queued"},
-             "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
+             "echo_asyncio_streams.py": {"half_close"},
+             # the selectors loops: a deadline per client with its send buffer, and the stop by flag
+             "echo_selectors.py": {"SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers",
+                                   "half_close_flushed"},  # TLS has no half-close in asyncio: close_notify instead
              "echo_reuseport.py": {"create_server_socket"}}  # SO_REUSEPORT: a socket of its own per worker
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
@@ -54,8 +59,10 @@ LESSON_BUDGET_EXCEPTIONS = {
                                       "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines), "
                                       "plus connection_lost()'s abort() for Python 3.10's TLS transport"),
     "echo_asyncio_buffered.py": (120, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
-    "echo_selectors.py": (127, "the idea plus a deadline per connection (with a last send() at it) and the stop "
-                               "(last echoes, half-close, read and drop); Windows' select() takes 512 sockets at most: past that a client is refused (4 lines)"),
+    "echo_selectors.py": (126, "the idea plus the helpers it teaches its family: SelectorDeadlines (a deadline per "
+                               "client with a last send() at it, and the grace), first_stop_signal(), "
+                               "stop_and_flush_buffers() and half_close_flushed() (the stop: last echoes, "
+                               "half-close, read and drop)"),
     "echo_selectors_tls.py": (166, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped; Windows' select() takes 512 sockets at most: past that a client is refused (4 lines)"),
@@ -85,7 +92,7 @@ LESSON_TARGETS = {"echo_simple.py": 29, "echo_select.py": 52, "echo_epoll.py": 5
 # Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
 NOT_YET_MOVED = {"echo_simple.py", "echo_select.py", "echo_epoll.py", "echo_fork.py", "echo_thread.py",
                  "echo_prefork.py", "echo_prethread.py", "echo_select_pool.py", "echo_asyncio.py",
-                 "echo_selectors.py", "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
+                 "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
                  "echo_shared_socket.py", "echo_threadpool.py"}
 # The names each file declares as its own lesson: the pattern's code, which may differ from a function of
 # the same name in another file. Every other function or class defined in two or more files has one body.
@@ -122,17 +129,20 @@ DIFF_BUDGET_EXCEPTIONS = {
                                  "client handed back to the loop (sent_back, the waker, take_back()); the clients the senders hold count towards Windows' 512 sockets (3 lines)"),
     "echo_threadpool.py": (182, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 10 lines), and send_all()'s wait without poll() (3 lines)"),
-    "echo_selectors.py": (233, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
-                               "send buffer per client, write interest, and a stop by flag (last echoes, "
-                               "half-close): every handler changes; Windows' cap of 512 sockets on select() (MAX_SOCKETS, 6 lines), and after_grace() goes"),
-    "echo_selectors_tls.py": (116, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors.py": (327, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+                               "send buffer per client, write interest, and a stop by flag: every handler changes; "
+                               "the helpers it teaches the selectors loops cross the banner (SelectorDeadlines, "
+                               "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
+                               "lines), with selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
+                               "below it; after_grace() goes"),
+    "echo_selectors_tls.py": (298, "not yet moved: echo_selectors.py's taught helpers stand in its diff; TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (196, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (376, "not yet moved: echo_selectors.py's taught helpers stand in its diff; joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines)"),
-    "echo_selectors_process.py": (240, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (410, "not yet moved: echo_selectors.py's taught helpers stand in its diff; joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines); echo_selectors.py's Windows cap on select() goes (7 lines)"),
