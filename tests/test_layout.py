@@ -19,8 +19,8 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
 HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued",
-           "SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers", "half_close_flushed",
-           "selector_has_room", "wake_on_stop_signals"]
+           "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
+           "half_close_flushed", "selector_has_room", "wake_on_stop_signals"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -34,10 +34,10 @@ EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 9]
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
              "echo_asyncio.py": {"stop_clients", "on_signal", "Deadline", "queued"},
-             "echo_asyncio_streams.py": {"half_close"},
+             "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
              # the selectors loops: a deadline per client with its send buffer, and the stop by flag
              "echo_selectors.py": {"SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers",
-                                   "half_close_flushed"},  # TLS has no half-close in asyncio: close_notify instead
+                                   "half_close_flushed"},
              "echo_reuseport.py": {"create_server_socket"}}  # SO_REUSEPORT: a socket of its own per worker
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
@@ -66,7 +66,6 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_tls.py": (166, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped; Windows' select() takes 512 sockets at most: past that a client is refused (4 lines)"),
-    "echo_reuseport.py": (131, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
     "echo_shared_socket.py": (136, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
                                    "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
     "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
@@ -139,9 +138,9 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
                                    "their error lines"),
-    "echo_reuseport.py": (376, "not yet moved: echo_selectors.py's taught helpers stand in its diff; joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (258, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines)"),
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines); the helpers echo_selectors.py teaches above its banner stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): diff shows the banner and its constants moving past them, about 50 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
     "echo_selectors_process.py": (410, "not yet moved: echo_selectors.py's taught helpers stand in its diff; joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
@@ -171,7 +170,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                       "line changes), and --uvloop comes in; half_close(), taught above "
                                       "echo_asyncio_streams.py's banner, stands below this one (20 lines); the "
                                       "tasks' stop_clients() goes (a Protocol stops each connection itself: 14 lines)"),
-    "echo_shared_socket.py": (85, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
+    "echo_shared_socket.py": (267, "not yet moved: echo_reuseport.py's helpers below its banner stand in its diff; the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
                                   "platform runs, and the shared create_server_socket() comes back below the banner with "
                                   "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (5 lines over)"),
 }
