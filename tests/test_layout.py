@@ -66,8 +66,6 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_tls.py": (166, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped; Windows' select() takes 512 sockets at most: past that a client is refused (4 lines)"),
-    "echo_shared_socket.py": (136, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
-                                   "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
     "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
                                  "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
     "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
@@ -170,9 +168,9 @@ DIFF_BUDGET_EXCEPTIONS = {
                                       "line changes), and --uvloop comes in; half_close(), taught above "
                                       "echo_asyncio_streams.py's banner, stands below this one (20 lines); the "
                                       "tasks' stop_clients() goes (a Protocol stops each connection itself: 14 lines)"),
-    "echo_shared_socket.py": (267, "not yet moved: echo_reuseport.py's helpers below its banner stand in its diff; the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
+    "echo_shared_socket.py": (84, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
                                   "platform runs, and the shared create_server_socket() comes back below the banner with "
-                                  "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (5 lines over)"),
+                                  "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (4 lines over)"),
 }
 
 
