@@ -20,7 +20,7 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
 HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued",
            "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
-           "half_close_flushed", "selector_has_room", "wake_on_stop_signals"]
+           "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -70,10 +70,10 @@ LESSON_BUDGET_EXCEPTIONS = {
                                  "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
     "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool, kept only where the selector is select(): 7 lines), and send_all()'s wait without poll() (3 lines)"),
-    "echo_selectors_process.py": (194, "two programs: the acceptor (deal, replace workers, wake on signals, and "
+    "echo_selectors_process.py": (129, "two programs: the acceptor (deal, replace workers, wake on signals, and "
                                        "hold the connections no worker has room for: hand_over()) and "
-                                       "echo_selectors.py's loop with its deadlines and stop in each worker, which "
-                                       "takes the connections already passed before it closes its channel"),
+                                       "echo_selectors.py's loop in each worker, its deadlines and stop called by "
+                                       "name, which takes the connections already passed before it closes its channel"),
     "echo_fork.py": (106, "echo_simple.py's blocking loop, whose every wait watches the signal pipe, plus a "
                           "fork per connection and the parent's own stop (stop_accepting())"),
     "echo_prefork.py": (128, "the lock around accept() and the stop, plus the pool of worker processes it "
@@ -139,10 +139,15 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_reuseport.py": (258, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines); the helpers echo_selectors.py teaches above its banner stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): diff shows the banner and its constants moving past them, about 50 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_selectors_process.py": (410, "not yet moved: echo_selectors.py's taught helpers stand in its diff; joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (302, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
-                                       "for (hand_over(): 25 lines); echo_selectors.py's Windows cap on select() goes (7 lines)"),
+                                       "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
+                                       "(interrupt_on_stop_signal(): 12 lines); echo_selectors.py's Windows cap on select() goes "
+                                       "(selector_has_room(): 8 lines); the helpers echo_selectors.py teaches above its banner "
+                                       "stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): "
+                                       "about 50 lines moved past the banner and its constants), and a worker leaves a second "
+                                       "signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
     "echo_fork.py": (154, "a fork per connection, plus the stop every process server shares (finished_children, "
                           "stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here); echo_simple.py's after_grace() goes (the children keep SIGALRM: Unix only)"),
     "echo_prefork.py": (128, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
