@@ -63,9 +63,9 @@ LESSON_BUDGET_EXCEPTIONS = {
                                "client with a last send() at it, and the grace), first_stop_signal(), "
                                "stop_and_flush_buffers() and half_close_flushed() (the stop: last echoes, "
                                "half-close, read and drop)"),
-    "echo_selectors_tls.py": (166, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
-                                   "deadline of its own (a second OrderedDict), the TLS calls' wants, pending() "
-                                   "drained, close_notify, and the listening socket wrapped; Windows' select() takes 512 sockets at most: past that a client is refused (4 lines)"),
+    "echo_selectors_tls.py": (106, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
+                                   "deadline of its own (a second SelectorDeadlines), the TLS calls' wants, pending() "
+                                   "drained, close_notify, and the listening socket wrapped"),
     "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
                                  "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
     "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
@@ -132,10 +132,12 @@ DIFF_BUDGET_EXCEPTIONS = {
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
                                "lines), with selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "below it; after_grace() goes"),
-    "echo_selectors_tls.py": (298, "not yet moved: echo_selectors.py's taught helpers stand in its diff; TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (157, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
-                                   "their error lines"),
+                                   "their error lines; the helpers echo_selectors.py teaches above its banner "
+                                   "stand below this one (SelectorDeadlines, first_stop_signal(), "
+                                   "stop_and_flush_buffers(): diff shows them moving past the banner and its constants)"),
     "echo_reuseport.py": (258, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines); the helpers echo_selectors.py teaches above its banner stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): diff shows the banner and its constants moving past them, about 50 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
