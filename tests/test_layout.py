@@ -86,7 +86,10 @@ LESSON_TARGET = 70
 LESSON_TARGETS = {"echo_simple.py": 29, "echo_select.py": 52, "echo_epoll.py": 58, "echo_fork.py": 52,
                   "echo_thread.py": 39, "echo_prefork.py": 76, "echo_prethread.py": 68, "echo_select_pool.py": 122,
                   "echo_asyncio.py": 54, "echo_selectors_process.py": 100, "echo_selectors_tls.py": 100}
-# Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
+# Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner, or
+# that have moved and are still over their target: echo_reuseport.py (its SO_REUSEPORT create_server_socket()),
+# echo_shared_socket.py (the three ways to accept), echo_selectors_process.py (two programs and the hand-over)
+# and echo_selectors_tls.py (the handshake's own deadline) call echo_selectors.py's helpers by name.
 NOT_YET_MOVED = {"echo_simple.py", "echo_select.py", "echo_epoll.py", "echo_fork.py", "echo_thread.py",
                  "echo_prefork.py", "echo_prethread.py", "echo_select_pool.py", "echo_asyncio.py",
                  "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
