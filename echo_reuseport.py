@@ -62,54 +62,31 @@ def create_server_socket(host, port, backlog):
 def accept_loop(server_sock):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    signals = signal_pipe()  # Ctrl-C and SIGTERM write a byte to it: they wake select()
-    release_stop_signals()  # fork_worker() held them until now
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
-    selector.register(signals, selectors.EVENT_READ)
-    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left.
-    active = collections.OrderedDict()
-    # The deadline costs an OrderedDict update per event and a clock read per wake-up.
-    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    # due: the earliest moment the oldest connection (or the grace) can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up.
-    now, due, grace_end = time.monotonic(), math.inf, math.inf  # the first stop signal sets grace_end
-    while active or grace_end == math.inf:  # once stopping, until the last client is closed
-        # select()'s timeout is the loop's clock: it wakes when the oldest connection or the grace may be due.
-        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
-        ready = selector.select(wait)
+    signals = wake_on_stop_signals(selector)  # Ctrl-C and SIGTERM wake select() (fork_worker() held them)
+    deadlines = SelectorDeadlines(selector, TIMEOUT)  # each client's last progress, oldest first
+    while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
+        # select()'s timeout is the loop's clock: it wakes when the oldest client or the grace may be due.
+        ready = selector.select(deadlines.next_wakeup())
         now = time.monotonic()
         for key, events in ready:
             if key.data:  # a connection: most events (what the loop itself watches has no data)
-                # Level-triggered: an event means bytes to read or room to send, so progress.
-                fd = key.fd
-                active[fd] = now
-                active.move_to_end(fd)
-                wanted = send_recv(key.data, events)
-                if wanted != key.events:  # usually it wants what it wanted: nothing to change
-                    apply_wanted(selector, key, wanted, active)
+                deadlines.touch(key.fd, now)  # level-triggered: an event means bytes to read or room to send
+                if (wanted := send_recv(key.data, events)) != key.events:  # usually unchanged: nothing to do
+                    apply_wanted(selector, key, wanted, deadlines)
             elif key.fileobj is server_sock:
-                accept_clients(selector, server_sock, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
-            elif key.fileobj == signals:
-                if not set(signals.recv(256)) & set(STOP_SIGNALS):
-                    continue
-                if grace_end < math.inf:
-                    continue  # a stop already under way: the parent acts on a second signal
-                grace_end = now + GRACE
-                due = min(due, grace_end)
-                stop(selector, server_sock, active)
+                accept_clients(selector, server_sock, deadlines, now)
+            elif key.fileobj == signals and first_stop_signal_in_worker(signals, deadlines, now):
+                stop_and_flush_buffers(selector, server_sock, deadlines)
                 break  # what every connection wants has changed: ask select() again
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if due <= now:  # the oldest (the others are newer) or the grace may be due: most wake-ups skip this
-            due = min(close_idle(selector, active, now, idle if now < grace_end else 0), grace_end)
+        deadlines.close_expired(now)
 
 
-def accept_clients(selector, server_sock, active, now):
-    """Take the connections waiting in the listen queue. The article took one per
-    wake-up: under a storm of connects the queue overflows and clients wait on retries."""
-    for _ in range(ACCEPTS_PER_WAKEUP):
+def accept_clients(selector, server_sock, deadlines, now):
+    """Take the connections waiting in the listen queue."""
+    for _ in range(ACCEPTS_PER_WAKEUP):  # the article took one per wake-up: a storm of connects overflows the queue
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
@@ -119,7 +96,7 @@ def accept_clients(selector, server_sock, active, now):
             return
         new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ, Client(new_sock))
-        active[new_sock.fileno()] = now
+        deadlines.add(new_sock.fileno(), now)
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
@@ -143,8 +120,7 @@ def send_recv(client, events):
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
         if client.stop == "sending" and not client.outgoing:
-            sock.shutdown(socket.SHUT_WR)  # every echo is out: the client reads them, then EOF
-            client.stop = "half-closed"
+            half_close_flushed(client)  # every echo is out: the client reads them, then EOF
     except BlockingIOError:
         pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
@@ -164,42 +140,6 @@ def apply_wanted(selector, key, wanted, active):
         key.fileobj.close()
     elif wanted != key.events:
         selector.modify(key.fileobj, wanted, key.data)
-
-
-def close_idle(selector, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds;
-    return when the oldest left is due."""
-    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    expired = []
-    for fd, last in active.items():
-        if last + idle > now:
-            break
-        expired.append(fd)
-    for fd in expired:
-        key = selector.get_key(fd)
-        # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
-        # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
-        unsent = len(key.data.outgoing)
-        wanted = send_recv(key.data, 0) if idle else 0
-        if len(key.data.outgoing) < unsent:
-            active[fd] = now
-            active.move_to_end(fd)
-        else:
-            log("[FD:{}]Timeout", fd)
-            wanted = 0
-        apply_wanted(selector, key, wanted, active)
-    return next(iter(active.values()), math.inf) + idle
-
-
-def stop(selector, server_sock, active):
-    """The first stop signal: accept no more, and give each client its last echoes, then EOF.
-    A flag, not an exception: one raised inside a send would lose count of what was sent."""
-    log("Shutdown")
-    selector.unregister(server_sock)
-    server_sock.close()
-    for key in [selector.get_key(fd) for fd in active]:
-        key.data.stop = "sending"
-        apply_wanted(selector, key, send_recv(key.data, 0), active)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -224,6 +164,102 @@ FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
 PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
 children = {}  # pid of each child -> the arguments it was started with
+
+
+class SelectorDeadlines(collections.OrderedDict):
+    """fileno -> time.monotonic() of each client's last progress, oldest first (an OrderedDict finds
+    its first entry at once; a dict skips the holes its deletions left), and the loop's clock: when
+    select() must wake for the oldest client's deadline or for the end of the stop's grace."""
+
+    def __init__(self, selector, limit):
+        super().__init__()
+        self.selector, self.limit = selector, limit or math.inf  # --timeout 0: no deadline
+        # due: the earliest moment the oldest client (or the grace) can be due. Progress only moves that
+        # later, so it is worked out again only once reached, not at every wake-up.
+        self.due, self.grace_end = math.inf, math.inf  # the first stop signal sets grace_end
+        self.now = time.monotonic()  # the time of the last wake-up
+
+    def touch(self, fd, now):
+        """Progress: the client's deadline moves on, and it goes to the end of the line."""
+        self[fd] = now
+        self.move_to_end(fd)
+
+    def add(self, fd, now):
+        """A newcomer: due at now + limit, so select() may have to wake sooner."""
+        self[fd] = now
+        self.due = min(self.due, now + self.limit)
+
+    def start_grace(self, now):
+        """The first stop signal: every client has GRACE seconds left, then the loop ends."""
+        self.grace_end = now + GRACE
+        self.due = min(self.due, self.grace_end)
+
+    def next_wakeup(self):
+        """select()'s timeout: until the oldest client or the grace may be due; None: no deadline."""
+        return self.due - self.now if self.due < math.inf else None  # due > now: close_expired() saw to it
+
+    def close_expired(self, now):
+        """Close, with a log line, each client on which nothing moved for limit seconds (all of
+        them once the grace is over); then work out when the oldest left is due."""
+        self.now = now
+        if self.due > now:  # the oldest (the others are newer) and the grace are not due: most wake-ups
+            return
+        idle = self.limit if now < self.grace_end else 0
+        # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
+        expired = []
+        for fd, last in self.items():
+            if last + idle > now:
+                break
+            expired.append(fd)
+        for fd in expired:
+            key = self.selector.get_key(fd)
+            # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
+            # never wakes select(). So a last send() (none once the grace is over): bytes taken are progress.
+            unsent = len(key.data.outgoing)
+            wanted = send_recv(key.data, 0) if idle else 0
+            if len(key.data.outgoing) < unsent:
+                self.touch(fd, now)
+            else:
+                log("[FD:{}]Timeout", fd)
+                wanted = 0
+            apply_wanted(self.selector, key, wanted, self)
+        self.due = min(next(iter(self.values()), math.inf) + idle, self.grace_end)
+
+
+def first_stop_signal_in_worker(signals, deadlines, now):
+    """Read the signal pipe: True at the first stop signal, which starts the grace. The parent
+    acts on a second one (it stops the workers that are left)."""
+    if not set(signals.recv(256)) & set(STOP_SIGNALS) or deadlines.grace_end < math.inf:
+        return False  # no stop signal, or a stop already under way
+    deadlines.start_grace(now)
+    return True
+
+
+def stop_and_flush_buffers(selector, listener, deadlines):
+    """The first stop signal: accept no more, and flush each client's send buffer, then EOF.
+    A flag, not an exception: one raised inside a send would lose count of what was sent."""
+    log("Shutdown")
+    with contextlib.suppress(KeyError):  # a listener another poll watches (EPOLLEXCLUSIVE) is not here
+        selector.unregister(listener)
+    listener.close()
+    for key in [selector.get_key(fd) for fd in deadlines]:
+        key.data.stop = "sending"
+        apply_wanted(selector, key, send_recv(key.data, 0), deadlines)
+
+
+def half_close_flushed(client):
+    """The stop, once a client's send buffer is empty: TCP's half-close; what it still sends is
+    read and dropped until it closes (or the grace ends)."""
+    client.sock.shutdown(socket.SHUT_WR)
+    client.stop = "half-closed"
+
+
+def wake_on_stop_signals(selector):
+    """The signal pipe, watched by the selector; the stop signals held until now come to it."""
+    signals = signal_pipe()
+    selector.register(signals, selectors.EVENT_READ)
+    release_stop_signals()
+    return signals
 
 
 def log(fmt, *args):
