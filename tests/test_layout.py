@@ -18,7 +18,7 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
-HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued", "Deadlines", "half_close_all"]
+HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued", "Deadlines", "half_close_all", "send_or_time_out"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -35,7 +35,8 @@ TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of w
              "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
              # the select loops' clock (an OrderedDict of deadlines) and their stop's half-close
-             "echo_select.py": {"Deadlines", "half_close_all"}}
+             "echo_select.py": {"Deadlines", "half_close_all"},
+             "echo_select_pool.py": {"send_or_time_out"}}  # a send that blocks its own thread, not the loop
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
 INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
@@ -63,8 +64,8 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_reuseport.py": (131, "echo_selectors.py's loop with its deadlines and stop, plus the SO_REUSEPORT socket"),
     "echo_shared_socket.py": (136, "echo_selectors.py's loop with its deadlines and stop, plus the three ways "
                                    "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
-    "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
-                                 "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
+    "echo_select_pool.py": (110, "the idea plus the send_or_time_out() it teaches echo_threadpool.py (a send that "
+                                 "blocks its sender only, waiting for room at most --timeout: 15 lines)"),
     "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
                                 "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool, kept only where the selector is select(): 7 lines), and send_all()'s wait without poll() (3 lines)"),
     "echo_selectors_process.py": (194, "two programs: the acceptor (deal, replace workers, wake on signals, and "
@@ -85,7 +86,7 @@ LESSON_TARGETS = {"echo_simple.py": 29, "echo_select.py": 52, "echo_epoll.py": 5
                   "echo_asyncio.py": 54, "echo_selectors_process.py": 100, "echo_selectors_tls.py": 100}
 # Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
 NOT_YET_MOVED = {"echo_simple.py", "echo_select.py", "echo_epoll.py", "echo_fork.py", "echo_thread.py",
-                 "echo_prefork.py", "echo_prethread.py", "echo_select_pool.py", "echo_asyncio.py",
+                 "echo_prefork.py", "echo_prethread.py", "echo_asyncio.py",
                  "echo_selectors.py", "echo_selectors_tls.py", "echo_selectors_process.py", "echo_reuseport.py",
                  "echo_shared_socket.py", "echo_threadpool.py"}
 # The names each file declares as its own lesson: the pattern's code, which may differ from a function of
@@ -123,9 +124,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "Windows' 512 sockets beside FD_SETSIZE"),
     "echo_epoll.py": (89, "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below this "
                           "one (diff shows the banner and its constants moving past them: 42 lines)"),
-    "echo_select_pool.py": (234, "for one commit, echo_select.py having moved first: a pool of sender threads: their queue, the buffers that go round, and each "
-                                 "client handed back to the loop (sent_back, the waker, take_back()); the clients the senders hold count towards Windows' 512 sockets (3 lines)"),
-    "echo_threadpool.py": (182, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+    "echo_select_pool.py": (183, "a pool of sender threads: their queue, the buffers that go round, and each client "
+                                 "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
+                                 "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
+                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines), and "
+                                 "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below "
+                                 "this one (diff shows the banner and its constants moving past them: 42 lines)"),
+    "echo_threadpool.py": (273, "for one commit, echo_select_pool.py having moved first: swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 10 lines), and send_all()'s wait without poll() (3 lines)"),
     "echo_selectors.py": (233, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
