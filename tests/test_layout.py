@@ -18,7 +18,7 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
-HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued", "Deadlines", "half_close_all", "send_or_time_out"]
+HELPERS = ["stop_clients", "on_signal", "half_close", "Deadline", "queued", "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -66,8 +66,6 @@ LESSON_BUDGET_EXCEPTIONS = {
                                    "to accept (an epoll of its own for EPOLLEXCLUSIVE)"),
     "echo_select_pool.py": (110, "the idea plus the send_or_time_out() it teaches echo_threadpool.py (a send that "
                                  "blocks its sender only, waiting for room at most --timeout: 15 lines)"),
-    "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
-                                "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool, kept only where the selector is select(): 7 lines), and send_all()'s wait without poll() (3 lines)"),
     "echo_selectors_process.py": (194, "two programs: the acceptor (deal, replace workers, wake on signals, and "
                                        "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop with its deadlines and stop in each worker, which "
@@ -113,7 +111,7 @@ LESSON_NAMES = {
 }
 # Names with several bodies that are no file's lesson: time and stop helpers copied and changed per family.
 # Issue 34 gives each family one body per name (or a name of its own); remove a name once it has one body.
-NOT_YET_ONE_BODY = {"close_idle", "send_all", "stop"}
+NOT_YET_ONE_BODY = {"send_all", "stop"}
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
@@ -130,8 +128,12 @@ DIFF_BUDGET_EXCEPTIONS = {
                                  "send_or_time_out() taught here (a wait for room in the sender only: 17 lines), and "
                                  "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below "
                                  "this one (diff shows the banner and its constants moving past them: 42 lines)"),
-    "echo_threadpool.py": (273, "for one commit, echo_select_pool.py having moved first: swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
-                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 10 lines), and send_all()'s wait without poll() (3 lines)"),
+    "echo_threadpool.py": (209, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' "
+                                "clients count towards Windows' 512 sockets (in_pool, 10 lines); send_or_time_out(), "
+                                "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
+                                "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
+                                "there (the stop's read and drop: 8 lines)"),
     "echo_selectors.py": (233, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag (last echoes, "
                                "half-close): every handler changes; Windows' cap of 512 sockets on select() (MAX_SOCKETS, 6 lines), and after_grace() goes"),
