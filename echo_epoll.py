@@ -161,8 +161,10 @@ class Deadlines(collections.OrderedDict):
 
     def wait(self, now):
         """The selector's timeout: it wakes the loop when the oldest connection may be due."""
-        if self.due == math.inf and self:  # the first since none was left: due idle after it came
-            self.due = next(iter(self.values())) + (TIMEOUT or math.inf)  # --timeout 0: none
+        if self.due < math.inf:  # most wake-ups
+            return self.due - now
+        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+            self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
         return self.due - now if self.due < math.inf else None
 
     def expired(self, now):
