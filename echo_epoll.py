@@ -34,48 +34,40 @@ def accept_loop(server_sock):
     global signals
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    # A byte for each Ctrl-C or SIGTERM wakes poll(); the first sets stopping at once, even
-    # while a send holds the loop, and the grace's end or a second signal ends the server.
+    # A byte for each Ctrl-C or SIGTERM wakes poll(): the first sets stopping, at once even
+    # while a send holds the loop; the grace's end or a second signal ends the server.
     signals = catch_stop_signals()
     epoll = select.epoll()
     epoll.register(server_sock.fileno(), select.EPOLLIN)
     epoll.register(signals, select.EPOLLIN)
     descriptors = {}  # fileno -> socket: epoll reports descriptors, not objects
-    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left.
-    active = collections.OrderedDict()
-    # The deadline costs an OrderedDict update and a clock read per chunk, and one per wake-up.
-    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up.
-    now, due, listening = time.monotonic(), math.inf, True
-    while active or listening:  # once stopped, until the last client is closed
-        log("Descriptor Count:{}", len(descriptors))
-        # poll()'s timeout is the loop's clock: it wakes when the oldest connection may be due.
-        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
-        events = epoll.poll(wait)
+    deadlines = Deadlines()  # the clients, the least recently active first
+    now, listening = time.monotonic(), True
+    while deadlines or listening:  # once stopped, until the last client is closed
+        log("Descriptor Count:{}", len(deadlines))
+        events = epoll.poll(deadlines.wait(now))
         now = time.monotonic()
         for fileno, _ in events:
             if fileno == server_sock.fileno():
-                accept_clients(epoll, server_sock, descriptors, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                accept_clients(epoll, server_sock, descriptors, deadlines, now)
             elif fileno == signals.fileno():
                 signals.recv(256)  # catch_stop_signals() has done the rest
             elif send_recv(descriptors[fileno]):
-                active[fileno] = time.monotonic()  # after the send: a slow reader taking its echo moved
-                active.move_to_end(fileno)
+                deadlines[fileno] = time.monotonic()  # after the send: a slow reader taking its echo moved
+                deadlines.move_to_end(fileno)
             else:
-                del active[fileno]
+                del deadlines[fileno]
                 descriptors.pop(fileno).close()  # close() also removes it from the epoll set
-        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
-            due = close_idle(descriptors, active, now, idle)
-        if stopping and listening:
-            stop(descriptors, server_sock, active)
+        for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
+            descriptors.pop(fileno).close()
+        if stopping and listening:  # the first stop signal: accept no more
+            log("Shutdown")
+            server_sock.close()
+            half_close_all(descriptors[fileno] for fileno in deadlines)
             listening = False
 
 
-def accept_clients(epoll, server_sock, descriptors, active, now):
+def accept_clients(epoll, server_sock, descriptors, deadlines, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -90,7 +82,7 @@ def accept_clients(epoll, server_sock, descriptors, active, now):
         # Level-triggered EPOLLIN: reported again while unread bytes remain.
         epoll.register(new_sock.fileno(), select.EPOLLIN)
         descriptors[new_sock.fileno()] = new_sock
-        active[new_sock.fileno()] = now
+        deadlines[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
@@ -137,33 +129,6 @@ def send_all(sock, data):
             stalled = not ready
 
 
-def close_idle(descriptors, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds;
-    return when the oldest left is due."""
-    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    expired = []
-    for fd, last in active.items():
-        if last + idle > now:
-            break
-        expired.append(fd)
-    for fd in expired:
-        log("[FD:{}]Timeout", fd)
-        del active[fd]
-        descriptors.pop(fd).close()
-    return next(iter(active.values()), math.inf) + idle
-
-
-def stop(descriptors, server_sock, active):
-    """The first stop signal: accept no more, and half-close every client."""
-    log("Shutdown")
-    server_sock.close()
-    # Sends block here, so each client has had all its echoes: after SHUT_WR it reads them, then
-    # EOF. close() instead would send RST while its bytes wait unread, and it could lose them.
-    for fd in active:
-        with contextlib.suppress(OSError):  # it has reset already
-            descriptors[fd].shutdown(socket.SHUT_WR)
-
-
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
@@ -183,6 +148,48 @@ signals = None  # the signal pipe's read end: the loop's wait and send_all()'s b
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+class Deadlines(collections.OrderedDict):
+    """The loop's clock: fileno -> time.monotonic() of each connection's last progress, the oldest
+    first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
+    of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
+    deletions left."""
+    # The earliest moment the oldest connection can be due. Progress only moves that later, so
+    # it is worked out again only once reached, not at every wake-up.
+    due = math.inf
+
+    def wait(self, now):
+        """The selector's timeout: it wakes the loop when the oldest connection may be due."""
+        if self.due < math.inf:  # most wake-ups
+            return self.due - now
+        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+            self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
+        return self.due - now if self.due < math.inf else None
+
+    def expired(self, now):
+        """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
+        the loop to close. The oldest come first, so no wake-up scans them all."""
+        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+            return ()
+        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        for fd, last in self.items():
+            if last + idle > now:
+                break
+            expired.append(fd)
+        for fd in expired:
+            log("[FD:{}]Timeout", fd)
+            del self[fd]
+        self.due = next(iter(self.values()), math.inf) + idle
+        return expired
+
+
+def half_close_all(clients):
+    """The stop's last step for clients that have had all their echoes: after SHUT_WR each reads
+    them, then EOF. close() instead would send RST while its bytes wait unread, and lose them."""
+    for sock in clients:
+        with contextlib.suppress(OSError):  # it has reset already
+            sock.shutdown(socket.SHUT_WR)
 
 
 def log(fmt, *args):

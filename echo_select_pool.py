@@ -55,52 +55,44 @@ def accept_loop(server_sock, workers):
     # once the handlers are in place: a stop signal they take is not lost.
     for _ in range(workers):
         threading.Thread(target=send_thread, daemon=True).start()
-    descriptors = {}  # fileno -> socket: the clients select() reads, those no sender holds
-    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left.
-    active = collections.OrderedDict()
-    # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
-    # sender holds a client, send_all() keeps its deadline.
-    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up.
-    now, due, listening = time.monotonic(), math.inf, True
-    while active or listening:  # once stopped, until the last client is closed
-        log("Descriptor Count:{}", len(descriptors))
-        # select()'s timeout is the loop's clock: it wakes when the oldest connection may be due.
-        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
-        watched = [server_sock.fileno(), signals, waker_r.fileno()] if listening else [signals, waker_r.fileno()]
-        readable, _, _ = select.select(watched + list(descriptors), [], [], wait)
+    # select() takes them all: the clients it reads are those no sender holds.
+    descriptors = {server_sock.fileno(): server_sock, signals.fileno(): signals, waker_r.fileno(): waker_r}
+    deadlines = Deadlines()  # while a sender holds a client, send_or_time_out() keeps its deadline
+    now, listening = time.monotonic(), True
+    while deadlines or listening:  # once stopped, until the last client is closed
+        log("Descriptor Count:{}", len(deadlines))
+        readable, _, _ = select.select(descriptors, [], [], deadlines.wait(now))
         now = time.monotonic()
         for fileno in readable:
             if fileno == server_sock.fileno():
-                accept_clients(server_sock, descriptors, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
-            elif fileno == signals:
+                accept_clients(server_sock, descriptors, deadlines, now)
+            elif fileno == signals.fileno():
                 signals.recv(256)  # catch_stop_signals() has done the rest
             elif fileno == waker_r.fileno():  # senders are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
-                take_back(descriptors, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                take_back(descriptors, deadlines, now)
             else:
                 data = recv(descriptors[fileno])
-                del active[fileno]
+                del deadlines[fileno]
                 if data and stopping:  # what a client sends once the server stops is read and dropped
                     spare_buffers.append(data.obj)
-                    active[fileno] = now
+                    deadlines[fileno] = now
                 elif data:  # out of the read set until a sender is done with it
                     send_queue.put((descriptors.pop(fileno), data))
                 else:
                     descriptors.pop(fileno).close()
-        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
-            due = close_idle(descriptors, active, now, idle)
-        if stopping and listening:
-            stop(descriptors, server_sock, active)
+        for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
+            descriptors.pop(fileno).close()
+        if stopping and listening:  # the first stop signal: accept no more
+            log("Shutdown")
+            descriptors.pop(server_sock.fileno()).close()
+            send_queue.join()  # the senders send every chunk read: the loop waits here, the grace at most
+            take_back(descriptors, deadlines, time.monotonic())
+            half_close_all(descriptors[fileno] for fileno in deadlines)
             listening = False
 
 
-def accept_clients(server_sock, descriptors, active, now):
+def accept_clients(server_sock, descriptors, deadlines, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -114,23 +106,22 @@ def accept_clients(server_sock, descriptors, active, now):
         # The article's max_descriptor closed the listening socket; refuse just this client.
         # Every client comes back to select(): those the senders hold or have handed back count too.
         held = send_queue.unfinished_tasks + len(sent_back)
-        if new_sock.fileno() >= FD_SETSIZE or len(descriptors) + held >= MAX_CLIENTS:
-            log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(),
-                min(FD_SETSIZE, MAX_CLIENTS))
+        if new_sock.fileno() >= FD_SETSIZE or len(deadlines) + held >= MAX_CLIENTS:
+            log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
             new_sock.close()
             continue
-        new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
+        new_sock.setblocking(False)  # send_or_time_out() waits for room itself, at most TIMEOUT
         descriptors[new_sock.fileno()] = new_sock
-        active[new_sock.fileno()] = now
+        deadlines[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
-def take_back(descriptors, active, now):
+def take_back(descriptors, deadlines, now):
     """Read again the clients whose chunk has been sent."""
     while sent_back:
         sock = sent_back.popleft()
         descriptors[sock.fileno()] = sock
-        active[sock.fileno()] = now
+        deadlines[sock.fileno()] = now
 
 
 def recv(sock):
@@ -156,7 +147,7 @@ def send_thread():
         try:
             log("[FD:{}]<{}>Recv:{!r}", sock.fileno(), ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)
+            send_or_time_out(sock, data)  # blocks this sender only
             sent_back.append(sock)
         except TimeoutError:
             log("[FD:{}]<{}>Timeout", sock.fileno(), ident)
@@ -166,14 +157,15 @@ def send_thread():
             sock.close()
         finally:
             spare_buffers.append(data.obj)
-            send_queue.task_done()  # after the hand-back: stop() waits for every chunk
+            send_queue.task_done()  # after the hand-back: the stop waits for every chunk
         with contextlib.suppress(OSError):  # full: a wake-up is pending anyway; closed: the server has ended
             waker_w.send(b"\0")
 
 
-def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+def send_or_time_out(sock, data):
+    """Send all of data from a thread of its own: sendall() with a timeout bounds the whole call
+    (Python 3.5+), so here one send() at a time waits at most TIMEOUT for room, and a slow reader
+    that drains its echo is never cut. TimeoutError once it took nothing for TIMEOUT."""
     stalled = False
     while data:
         try:
@@ -182,39 +174,14 @@ def send_all(sock, data):
         except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
-            # Wait for room: this sender only. select() says writable once a third of the
+            # Wait for room: this thread only. poll() says writable once a third of the
             # buffer is free; the send() after it counts any room.
-            stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
-
-
-def close_idle(descriptors, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds;
-    return when the oldest left is due."""
-    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    expired = []
-    for fd, last in active.items():
-        if last + idle > now:
-            break
-        expired.append(fd)
-    for fd in expired:
-        log("[FD:{}]Timeout", fd)
-        del active[fd]
-        descriptors.pop(fd).close()
-    return next(iter(active.values()), math.inf) + idle
-
-
-def stop(descriptors, server_sock, active):
-    """The first stop signal: accept no more, let the senders send every chunk read, then
-    half-close every client."""
-    log("Shutdown")
-    server_sock.close()
-    send_queue.join()  # the loop waits here, for as long as the grace allows at most
-    take_back(descriptors, active, time.monotonic())
-    # Each client has had all its echoes: after SHUT_WR it reads them, then EOF. close()
-    # instead would send RST while its bytes wait unread, and it could lose them.
-    for fd in active:
-        with contextlib.suppress(OSError):  # it has reset already
-            descriptors[fd].shutdown(socket.SHUT_WR)
+            if hasattr(select, "poll"):  # not select(): echo_threadpool.py's descriptors go past FD_SETSIZE
+                waiter = select.poll()
+                waiter.register(sock, select.POLLOUT)
+                stalled = not waiter.poll(TIMEOUT * 1000 or None)
+            else:  # Windows: no poll(), and its select() takes any socket
+                stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -235,6 +202,48 @@ stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+class Deadlines(collections.OrderedDict):
+    """The loop's clock: fileno -> time.monotonic() of each connection's last progress, the oldest
+    first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
+    of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
+    deletions left."""
+    # The earliest moment the oldest connection can be due. Progress only moves that later, so
+    # it is worked out again only once reached, not at every wake-up.
+    due = math.inf
+
+    def wait(self, now):
+        """The selector's timeout: it wakes the loop when the oldest connection may be due."""
+        if self.due < math.inf:  # most wake-ups
+            return self.due - now
+        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+            self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
+        return self.due - now if self.due < math.inf else None
+
+    def expired(self, now):
+        """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
+        the loop to close. The oldest come first, so no wake-up scans them all."""
+        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+            return ()
+        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        for fd, last in self.items():
+            if last + idle > now:
+                break
+            expired.append(fd)
+        for fd in expired:
+            log("[FD:{}]Timeout", fd)
+            del self[fd]
+        self.due = next(iter(self.values()), math.inf) + idle
+        return expired
+
+
+def half_close_all(clients):
+    """The stop's last step for clients that have had all their echoes: after SHUT_WR each reads
+    them, then EOF. close() instead would send RST while its bytes wait unread, and lose them."""
+    for sock in clients:
+        with contextlib.suppress(OSError):  # it has reset already
+            sock.shutdown(socket.SHUT_WR)
 
 
 def log(fmt, *args):

@@ -59,53 +59,46 @@ def accept_loop(server_sock, pool):
     selector.register(server_sock, selectors.EVENT_READ)
     selector.register(signals, selectors.EVENT_READ)
     selector.register(waker_r, selectors.EVENT_READ)
-    # fileno -> time.monotonic() of the connection's last progress, oldest first. An OrderedDict
-    # finds its first entry at once; a dict skips the holes its deletions left.
-    active = collections.OrderedDict()
-    # The deadline costs an OrderedDict update per chunk and a clock read per wake-up; while a
-    # callback holds a client, send_all() keeps its deadline.
-    idle = TIMEOUT or math.inf  # --timeout 0: no deadline
-    # due: the earliest moment the oldest connection can be due. Progress only moves that later,
-    # so it is worked out again only once reached, not at every wake-up.
-    now, due, listening = time.monotonic(), math.inf, True
-    while active or listening:  # once stopped, until the last client is closed
-        # The selector's timeout is the loop's clock: it wakes when the oldest connection may be due.
-        wait = due - now if due < math.inf else None  # due > now: close_idle() saw to it
-        ready = selector.select(wait)
+    deadlines = Deadlines()  # while a callback holds a client, send_or_time_out() keeps its deadline
+    now, listening = time.monotonic(), True
+    while deadlines or listening:  # once stopped, until the last client is closed
+        ready = selector.select(deadlines.wait(now))
         now = time.monotonic()
         for key, _ in ready:
             fileno = key.fd
             if fileno == server_sock.fileno():
-                accept_clients(selector, server_sock, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                accept_clients(selector, server_sock, deadlines, now)
             elif key.fileobj is signals:
                 signals.recv(256)  # catch_stop_signals() has done the rest
             elif fileno == waker_r.fileno():  # callbacks are done with these clients: read them again
                 waker_r.recv(BUFSIZE)
-                take_back(selector, active, now)
-                due = min(due, now + idle)  # newcomers are due at now + idle at the earliest
+                take_back(selector, deadlines, now)
             elif stopping:  # what a client sends once the server stops is read and dropped, here
-                del active[fileno]
-                if drop(key.fileobj):
-                    active[fileno] = now
+                del deadlines[fileno]
+                if read_and_drop(key.fileobj):
+                    deadlines[fileno] = now
                 else:
                     selector.unregister(fileno).fileobj.close()
             else:
-                del active[fileno]
+                del deadlines[fileno]
                 # One callback per connection at a time: out of the selector until it is done.
                 callback = pool.submit(send_recv, selector.unregister(fileno).fileobj)
                 if MAX_SOCKETS < math.inf:  # select() (Windows): its client comes back to a full selector
                     in_pool.add(callback)
                     callback.add_done_callback(in_pool.discard)
-        # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
-        if due <= now:  # the oldest may be due (the others are newer): most wake-ups skip this
-            due = close_idle(selector, active, now, idle)
-        if stopping and listening:
-            stop(selector, server_sock, active, pool)
+        for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
+            selector.unregister(fileno).fileobj.close()
+        if stopping and listening:  # the first stop signal: accept no more
+            log("Shutdown")
+            selector.unregister(server_sock)
+            server_sock.close()
+            pool.shutdown()  # the callbacks send every chunk read: the loop waits here, the grace at most
+            take_back(selector, deadlines, time.monotonic())
+            half_close_all(selector.get_key(fileno).fileobj for fileno in deadlines)
             listening = False
 
 
-def accept_clients(selector, server_sock, active, now):
+def accept_clients(selector, server_sock, deadlines, now):
     """Take the connections waiting in the listen queue. The article took one per
     wake-up: under a storm of connects the queue overflows and clients wait on retries."""
     for _ in range(ACCEPTS_PER_WAKEUP):
@@ -121,18 +114,18 @@ def accept_clients(selector, server_sock, active, now):
             log("[FD:{}]Refused: select() cannot watch more than {} sockets", new_sock.fileno(), MAX_SOCKETS)
             new_sock.close()
             continue
-        new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
+        new_sock.setblocking(False)  # send_or_time_out() waits for room itself, at most TIMEOUT
         selector.register(new_sock, selectors.EVENT_READ)
-        active[new_sock.fileno()] = now
+        deadlines[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
 
 
-def take_back(selector, active, now):
+def take_back(selector, deadlines, now):
     """Read again the clients whose chunk has been sent."""
     while sent_back:
         sock = sent_back.popleft()
         selector.register(sock, selectors.EVENT_READ)
-        active[sock.fileno()] = now
+        deadlines[sock.fileno()] = now
 
 
 def send_recv(sock):
@@ -145,7 +138,7 @@ def send_recv(sock):
         else:
             log("[FD:{}]<{}>Recv:{!r}", fd, threading.get_ident(), bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            send_all(sock, data)
+            send_or_time_out(sock, data)  # blocks this pool thread only
             sent_back.append(sock)
             with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
                 waker_w.send(b"\0")
@@ -155,65 +148,6 @@ def send_recv(sock):
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
     sock.close()
-
-
-def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
-    stalled = False
-    while data:
-        try:
-            data = data[sock.send(data):]  # the article's send() could send only part of it
-            stalled = False
-        except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
-            if stalled:
-                raise TimeoutError from None
-            # Wait for room: this pool thread only. poll() says writable once a third of the
-            # buffer is free; the send() after it counts any room.
-            if hasattr(select, "poll"):  # not select(): descriptors go past FD_SETSIZE here
-                waiter = select.poll()
-                waiter.register(sock, select.POLLOUT)
-                stalled = not waiter.poll(TIMEOUT * 1000 or None)
-            else:  # Windows: no poll(), and its select() takes any socket
-                stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
-
-
-def drop(sock):
-    """Read what a client sends once the server stops, and drop it; False at EOF or an error."""
-    with contextlib.suppress(OSError):
-        return bool(sock.recv(BUFSIZE))
-    return False
-
-
-def close_idle(selector, active, now, idle):
-    """Close, with a log line, each connection on which nothing moved for idle seconds;
-    return when the oldest left is due."""
-    # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-    expired = []
-    for fd, last in active.items():
-        if last + idle > now:
-            break
-        expired.append(fd)
-    for fd in expired:
-        log("[FD:{}]Timeout", fd)
-        del active[fd]
-        selector.unregister(fd).fileobj.close()
-    return next(iter(active.values()), math.inf) + idle
-
-
-def stop(selector, server_sock, active, pool):
-    """The first stop signal: accept no more, let the callbacks send every chunk read, then
-    half-close every client."""
-    log("Shutdown")
-    selector.unregister(server_sock)
-    server_sock.close()
-    pool.shutdown()  # the loop waits here, for as long as the grace allows at most
-    take_back(selector, active, time.monotonic())
-    # Each client has had all its echoes: after SHUT_WR it reads them, then EOF. close()
-    # instead would send RST while its bytes wait unread, and it could lose them.
-    for fd in active:
-        with contextlib.suppress(OSError):  # it has reset already
-            selector.get_key(fd).fileobj.shutdown(socket.SHUT_WR)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -234,6 +168,78 @@ stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+class Deadlines(collections.OrderedDict):
+    """The loop's clock: fileno -> time.monotonic() of each connection's last progress, the oldest
+    first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
+    of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
+    deletions left."""
+    # The earliest moment the oldest connection can be due. Progress only moves that later, so
+    # it is worked out again only once reached, not at every wake-up.
+    due = math.inf
+
+    def wait(self, now):
+        """The selector's timeout: it wakes the loop when the oldest connection may be due."""
+        if self.due < math.inf:  # most wake-ups
+            return self.due - now
+        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+            self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
+        return self.due - now if self.due < math.inf else None
+
+    def expired(self, now):
+        """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
+        the loop to close. The oldest come first, so no wake-up scans them all."""
+        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+            return ()
+        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        for fd, last in self.items():
+            if last + idle > now:
+                break
+            expired.append(fd)
+        for fd in expired:
+            log("[FD:{}]Timeout", fd)
+            del self[fd]
+        self.due = next(iter(self.values()), math.inf) + idle
+        return expired
+
+
+def half_close_all(clients):
+    """The stop's last step for clients that have had all their echoes: after SHUT_WR each reads
+    them, then EOF. close() instead would send RST while its bytes wait unread, and lose them."""
+    for sock in clients:
+        with contextlib.suppress(OSError):  # it has reset already
+            sock.shutdown(socket.SHUT_WR)
+
+
+def send_or_time_out(sock, data):
+    """Send all of data from a thread of its own: sendall() with a timeout bounds the whole call
+    (Python 3.5+), so here one send() at a time waits at most TIMEOUT for room, and a slow reader
+    that drains its echo is never cut. TimeoutError once it took nothing for TIMEOUT."""
+    stalled = False
+    while data:
+        try:
+            data = data[sock.send(data):]  # the article's send() could send only part of it
+            stalled = False
+        except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
+            if stalled:
+                raise TimeoutError from None
+            # Wait for room: this thread only. poll() says writable once a third of the
+            # buffer is free; the send() after it counts any room.
+            if hasattr(select, "poll"):  # not select(): echo_threadpool.py's descriptors go past FD_SETSIZE
+                waiter = select.poll()
+                waiter.register(sock, select.POLLOUT)
+                stalled = not waiter.poll(TIMEOUT * 1000 or None)
+            else:  # Windows: no poll(), and its select() takes any socket
+                stalled = not select.select([], [sock], [], TIMEOUT or None)[1]
+
+
+def read_and_drop(sock):
+    """Once the server stops, read what a client still sends, and drop it: close() with unread
+    input would send RST, and the client could lose its last echoes. False at EOF or an error."""
+    with contextlib.suppress(OSError):
+        return bool(sock.recv(BUFSIZE))
+    return False
 
 
 def log(fmt, *args):

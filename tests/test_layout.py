@@ -24,7 +24,9 @@ HELPERS = ["receive_chunk", "half_close_then_drain", "stop_clients", "on_signal"
            "stop_accepting", "stop_child", "stop_threads", "join_threads", "wait_for_threads", "cut",
            # the selectors loops': taught in echo_selectors.py, a deadline per client with its send buffer
            "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
-           "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal"]
+           "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal",
+           # the select loops': taught in echo_select.py (Deadlines, half_close_all()) and echo_select_pool.py
+           "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first nine are in every file.
 SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
@@ -43,17 +45,19 @@ TAUGHT_IN = {"echo_simple.py": {"take_stop_signals", "accept_client", "receive",
              # the selectors loops: a deadline per client with its send buffer, and the stop by flag
              "echo_selectors.py": {"SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers",
                                    "half_close_flushed"},
-             "echo_reuseport.py": {"create_server_socket"}}  # SO_REUSEPORT: a socket of its own per worker
+             "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
+             # the select loops' clock (an OrderedDict of deadlines) and their stop's half-close
+             "echo_select.py": {"Deadlines", "half_close_all"},
+             "echo_select_pool.py": {"send_or_time_out"}}  # a send that blocks its own thread, not the loop
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
 INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
-    "echo_epoll.py": (105, "the idea plus a deadline per connection, and a send_all() whose wait for room "
-                           "watches the signal pipe (a stop signal must end it: 5 lines)"),
-    "echo_select.py": (104, "the idea plus a deadline per connection, and a send_all() whose wait for room "
-                            "watches the signal pipe (a stop signal must end it: 5 lines); Windows' 512 sockets beside FD_SETSIZE (1 line)"),
+    "echo_select.py": (103, "the idea, with send_all()'s wait for room (the trade-off) watching the signal pipe (a stop "
+                            "signal must end it: 3 lines), plus what it teaches the select loops: the Deadlines clock "
+                            "and half_close_all() (25 lines)"),
     "echo_asyncio.py": (112, "the article's part (59 lines, TARGET_MISSED) plus the time and stop helpers it "
                              "teaches the family (53 lines): receive_chunk() and half_close_then_drain(), the "
                              "stop (stop_clients(), on_signal(): a second signal counted even when two come at "
@@ -72,10 +76,8 @@ LESSON_BUDGET_EXCEPTIONS = {
     "echo_selectors_tls.py": (106, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second SelectorDeadlines), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
-    "echo_select_pool.py": (134, "the idea plus a deadline per connection and a stop that waits for the "
-                                 "chunks the senders hold (send_queue.join()) before it half-closes; Windows' 512 sockets, the clients the senders hold among them (2 lines)"),
-    "echo_threadpool.py": (136, "the idea plus a deadline per connection and a stop that waits for the "
-                                "callbacks (pool.shutdown()), then reads and drops in the loop; Windows' 512 sockets, the callbacks' clients among them (in_pool, kept only where the selector is select(): 7 lines), and send_all()'s wait without poll() (3 lines)"),
+    "echo_select_pool.py": (110, "the idea plus the send_or_time_out() it teaches echo_threadpool.py (a send that "
+                                 "blocks its sender only, waiting for room at most --timeout: 15 lines)"),
     "echo_selectors_process.py": (129, "two programs: the acceptor (deal, replace workers, wake on signals, and "
                                        "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop in each worker, its deadlines and stop called by "
@@ -103,9 +105,16 @@ TARGET_MISSED = {
                                        "receive_clients(): 8) and the worker's accept_clients() (12)"),
     "echo_selectors_tls.py": (106, "the handshake's own deadline: a second SelectorDeadlines, a wake-up at the "
                                    "earlier of the two, the stop closing the handshakes, and a second expiry call"),
+    "echo_select.py": (78, "fixes the article lacked, each in sight: the accept storm and the EMFILE shed (6 "
+                           "lines), FD_SETSIZE and Windows' 512 sockets (4), the stop read from the signal pipe "
+                           "in the loop (5) and in send_recv() with its Timeout line (4); and send_all()'s wait "
+                           "for room, which stalls every other client, the pattern's trade-off (13)"),
+    "echo_epoll.py": (81, "echo_select.py's lines, with send_all()'s wait in poll(), as descriptors go past "
+                          "FD_SETSIZE here"),
+    "echo_threadpool.py": (87, "echo_select.py's accept and stop lines, plus the stop that waits for the pool's "
+                               "callbacks before it half-closes (7), the read and drop in the loop once stopping "
+                               "(6), and Windows' 512 sockets counting the callbacks' clients (in_pool: 3)"),
 }
-# Files whose lesson still holds time, stop and signal bookkeeping that issue 34 moves below the banner.
-NOT_YET_MOVED = {"echo_select.py", "echo_epoll.py", "echo_select_pool.py", "echo_threadpool.py"}
 # The names each file declares as its own lesson: the pattern's code, which may differ from a function of
 # the same name in another file. Every other function or class defined in two or more files has one body.
 LESSON_NAMES = {
@@ -114,8 +123,8 @@ LESSON_NAMES = {
     "echo_thread.py": {"accept_loop", "send_recv_loop", "start_worker"},
     "echo_prefork.py": {"accept_loop", "send_recv_loop"},
     "echo_prethread.py": {"accept_thread", "send_recv_loop"},
-    "echo_select.py": {"accept_loop", "accept_clients", "send_recv"},
-    "echo_epoll.py": {"accept_loop", "accept_clients", "send_recv"},
+    "echo_select.py": {"accept_loop", "accept_clients", "send_recv", "send_all"},  # send_all(): the blocking send is the trade-off
+    "echo_epoll.py": {"accept_loop", "accept_clients", "send_recv", "send_all"},  # send_all(): poll(), past FD_SETSIZE
     "echo_select_pool.py": {"accept_loop", "accept_clients", "take_back"},
     "echo_threadpool.py": {"accept_loop", "accept_clients", "take_back", "send_recv"},
     "echo_selectors.py": {"accept_loop", "accept_clients", "send_recv"},
@@ -128,25 +137,36 @@ LESSON_NAMES = {
     "echo_asyncio_protocol.py": {"accept_loop", "EchoProtocol"},
     "echo_asyncio_buffered.py": {"accept_loop", "EchoProtocol"},
 }
-# Names with several bodies that are no file's lesson: time and stop helpers copied and changed per family.
-# Issue 34 gives each family one body per name (or a name of its own); remove a name once it has one body.
-NOT_YET_ONE_BODY = {"close_idle", "send_all", "stop"}
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (301, "the first event loop: select() with its clock (an OrderedDict of deadlines) and "
-                            "the signal pipe replace the blocking loop, its per-connection stop and its "
-                            "wait_ready() on one socket (wakeup_pipe(), wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and Windows' 512 sockets beside FD_SETSIZE; the blocking helpers echo_simple.py teaches go (take_stop_signals() to cut(): about 40 lines more than the loop they replaced)"),
-    "echo_select_pool.py": (139, "a pool of sender threads: their queue, the buffers that go round, and each "
-                                 "client handed back to the loop (sent_back, the waker, take_back()); the clients the senders hold count towards Windows' 512 sockets (3 lines)"),
-    "echo_threadpool.py": (182, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
-                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' clients count towards Windows' 512 sockets (in_pool, 10 lines), and send_all()'s wait without poll() (3 lines)"),
-    "echo_selectors.py": (327, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_select.py": (306, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
+                            "of deadlines, and half_close_all(): 35 lines) and the signal pipe replace the blocking "
+                            "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
+                            "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
+                            "Windows' 512 sockets beside FD_SETSIZE; the blocking helpers echo_simple.py teaches go (take_stop_signals() "
+                            "to cut(): about 40 lines more than the loop they replaced)"),
+    "echo_epoll.py": (89, "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below this "
+                          "one (diff shows the banner and its constants moving past them: 42 lines)"),
+    "echo_select_pool.py": (183, "a pool of sender threads: their queue, the buffers that go round, and each client "
+                                 "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
+                                 "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
+                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines), and "
+                                 "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below "
+                                 "this one (diff shows the banner and its constants moving past them: 42 lines)"),
+    "echo_threadpool.py": (209, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+                                "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' "
+                                "clients count towards Windows' 512 sockets (in_pool, 10 lines); send_or_time_out(), "
+                                "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
+                                "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
+                                "there (the stop's read and drop: 8 lines)"),
+    "echo_selectors.py": (336, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
                                "the helpers it teaches the selectors loops cross the banner (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
                                "lines), with selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
-                               "below it; after_grace() goes"),
+                               "below it, in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
+                               "about 40 lines); after_grace() goes"),
     "echo_selectors_tls.py": (157, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
@@ -322,8 +342,7 @@ def test_a_name_has_one_body_in_every_file_that_has_it_unless_it_is_the_lesson()
             if name != "main" and name not in LESSON_NAMES[script]:
                 sources.setdefault(name, {})[script] = ast.get_source_segment(text, node)
     several = {name for name, by_file in sources.items() if len(set(by_file.values())) > 1}
-    assert several == NOT_YET_ONE_BODY, "several bodies: {}".format(
-        {name: sorted(sources[name]) for name in several ^ NOT_YET_ONE_BODY if name in sources})
+    assert not several, "several bodies: {}".format({name: sorted(sources[name]) for name in several})
 
 
 @pytest.mark.parametrize("script", SERVERS)
@@ -362,13 +381,13 @@ def test_the_lesson_fits_its_budget(script):
     assert len(lesson) <= budget, "{} lines of lesson".format(len(lesson))
 
 
-@pytest.mark.parametrize("script", [pytest.param(script, marks=pytest.mark.xfail(
-    script in NOT_YET_MOVED, reason="issue 34: lessons not yet moved", strict=True)) for script in SERVERS])
+@pytest.mark.parametrize("script", SERVERS)
 def test_the_lesson_meets_its_target(script):
     """Issue 34's targets: the article's functions and their fixes above the banner; time, the stop and
     signals called by name there, their bodies below. The helpers a file teaches its family (TAUGHT_IN,
     HELPERS) stand in its lesson but count towards its budget, not its target: the target is the
-    article's part. strict: a file that meets its target leaves NOT_YET_MOVED."""
+    article's part. A file that misses it says which lines and why (TARGET_MISSED), and leaves that
+    list once it meets it."""
     lesson = lesson_lines(script, without=TAUGHT_IN.get(script, set()) & set(HELPERS))
     target = LESSON_TARGETS.get(script, LESSON_TARGET)
     missed, why = TARGET_MISSED.get(script, (target, ""))
