@@ -38,10 +38,10 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 
 
 class Client:
-    """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
+    """A connection's state: the bytes to go back, whether it sent EOF, its stop ("", "sending", "half-closed")."""
 
-    def __init__(self, sock):  # stop: "" while served, "sending" its last echoes, then "half-closed"
-        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""  # not None: a quicker ==
+    def __init__(self, sock):
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""
 
 
 def create_server_socket(host, port, backlog):
@@ -64,16 +64,15 @@ def accept_loop(server_sock):
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
-    signals = wake_on_stop_signals(selector)  # Ctrl-C and SIGTERM wake select() (fork_worker() held them)
-    deadlines = SelectorDeadlines(selector, TIMEOUT)  # each client's last progress, oldest first
+    signals = wake_on_stop_signals(selector)
+    deadlines = SelectorDeadlines(selector, TIMEOUT)
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
-        # select()'s timeout is the loop's clock: it wakes when the oldest client or the grace may be due.
         ready = selector.select(deadlines.next_wakeup())
         now = time.monotonic()
         for key, events in ready:
-            if key.data:  # a connection: most events (what the loop itself watches has no data)
+            if key.data:
                 deadlines.touch(key.fd, now)  # level-triggered: an event means bytes to read or room to send
-                if (wanted := send_recv(key.data, events)) != key.events:  # usually unchanged: nothing to do
+                if (wanted := send_recv(key.data, events)) != key.events:
                     apply_wanted(selector, key, wanted, deadlines)
             elif key.fileobj is server_sock:
                 accept_clients(selector, server_sock, deadlines, now)
@@ -90,7 +89,7 @@ def accept_clients(selector, server_sock, deadlines, now):
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
-            return  # the queue is empty
+            return
         except OSError as e:
             shed_connection(server_sock, e)
             return
@@ -111,16 +110,16 @@ def send_recv(client, events):
             if not data:  # EOF: send what remains, then close
                 log("[FD:{}]Recv:EOF", fd)
                 client.eof = True
-            elif not client.stop:  # once the server stops, what a client still sends is dropped
+            elif not client.stop:
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
                 client.outgoing += data
         if client.outgoing:
-            # Try at once: usually the kernel takes it all, with no wait for "writable".
+            # Try at once, no wait for "writable"; send() may take only part (the article assumed all).
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
         if client.stop == "sending" and not client.outgoing:
-            half_close_flushed(client)  # every echo is out: the client reads them, then EOF
+            half_close_flushed(client)
     except BlockingIOError:
         pass  # the kernel's send buffer is full: the rest waits for "writable"
     except OSError as e:  # a reset or vanished client ends only its own connection
@@ -134,7 +133,7 @@ def send_recv(client, events):
 
 def apply_wanted(selector, key, wanted, active):
     """The one place that applies what a connection wants next."""
-    if not wanted:  # nothing left to read or to send: the connection is done
+    if not wanted:
         del active[key.fd]
         selector.unregister(key.fileobj)
         key.fileobj.close()
@@ -176,7 +175,7 @@ class SelectorDeadlines(collections.OrderedDict):
         self.selector, self.limit = selector, limit or math.inf  # --timeout 0: no deadline
         # due: the earliest moment the oldest client (or the grace) can be due. Progress only moves that
         # later, so it is worked out again only once reached, not at every wake-up.
-        self.due, self.grace_end = math.inf, math.inf  # the first stop signal sets grace_end
+        self.due, self.grace_end = math.inf, math.inf
         self.now = time.monotonic()  # the time of the last wake-up
 
     def touch(self, fd, now):

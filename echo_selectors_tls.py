@@ -43,10 +43,10 @@ NO_CERT = ("--cert FILE --key FILE are needed; to try it, make a self-signed pai
 
 
 class Client:
-    """A connection's state: the bytes waiting to go back, whether it sent EOF, and its stop."""
+    """A connection's state: the bytes to go back, whether it sent EOF, its stop ("", "sending", "half-closed")."""
 
-    def __init__(self, sock):  # stop: "" while served, "sending" its last echoes, then "half-closed"
-        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""  # not None: a quicker ==
+    def __init__(self, sock):
+        self.sock, self.outgoing, self.eof, self.stop = sock, bytearray(), False, ""
         self.handshaking = True
 
 
@@ -55,28 +55,27 @@ def accept_loop(server_sock):
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
-    signals = wake_on_stop_signals(selector)  # Ctrl-C and SIGTERM wake select() (start_listening() held them)
-    deadlines = SelectorDeadlines(selector, TIMEOUT)  # each client's last progress, oldest first
+    signals = wake_on_stop_signals(selector)
+    deadlines = SelectorDeadlines(selector, TIMEOUT)
     # Each handshake's accept, while it lasts: a total, so bytes that trickle in do not extend it.
-    handshakes = SelectorDeadlines(selector, TIMEOUT or HANDSHAKE_TIMEOUT)  # --timeout 0: a limit still
+    handshakes = SelectorDeadlines(selector, TIMEOUT or HANDSHAKE_TIMEOUT)
     while deadlines or handshakes or deadlines.grace_end == math.inf:  # once stopping, until the last is closed
-        # select()'s timeout is the loop's clock: it wakes when a client, a handshake or the grace may be due.
         due = min(deadlines.due, handshakes.due)
         ready = selector.select(due - deadlines.now if due < math.inf else None)
         now = time.monotonic()
         for key, events in ready:
-            if key.data and not key.data.handshaking:  # a connection past its handshake: most events
+            if key.data and not key.data.handshaking:
                 deadlines.touch(key.fd, now)  # level-triggered: an event means bytes to read or room to send
-                if (wanted := send_recv(key.data, events)) != key.events:  # usually unchanged: nothing to do
+                if (wanted := send_recv(key.data, events)) != key.events:
                     apply_wanted(selector, key, wanted, deadlines)
-            elif key.data:  # a connection in its handshake
+            elif key.data:
                 wanted = send_recv(key.data, events)
                 if not key.data.handshaking:  # done: from now on its deadline is the idle time's
                     del handshakes[key.fd]
                     deadlines.add(key.fd, now)
                 apply_wanted(selector, key, wanted, handshakes if key.data.handshaking else deadlines)
             elif key.fileobj is server_sock:
-                accept_clients(selector, server_sock, handshakes, now)  # each begins with its handshake
+                accept_clients(selector, server_sock, handshakes, now)
             elif key.fileobj == signals and first_stop_signal(signals, deadlines, now):
                 stop_and_flush_buffers(selector, server_sock, deadlines)
                 for fd in list(handshakes):  # nothing was echoed yet: nothing to lose
@@ -93,7 +92,7 @@ def accept_clients(selector, server_sock, deadlines, now):
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
-            return  # the queue is empty
+            return
         except OSError as e:
             shed_connection(server_sock, e)
             return
@@ -111,7 +110,7 @@ def send_recv(client, events):
     server stops, then read and drop until the client closes."""
     sock, fd, tls_wants = client.sock, client.sock.fileno(), 0
     try:
-        if client.handshaking:  # each step takes what has come and sends what it can
+        if client.handshaking:
             sock.do_handshake()
             client.handshaking = False
             log("[FD:{}]Handshake:{}", fd, sock.version())
@@ -125,20 +124,20 @@ def send_recv(client, events):
             if not data:  # EOF: send what remains, then close
                 log("[FD:{}]Recv:EOF", fd)
                 client.eof = True
-            elif not client.stop:  # once the server stops, what a client still sends is dropped
+            elif not client.stop:
                 log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
                 sum(range(WORK))  # --work: the CPU cost of handling a chunk
                 client.outgoing += data
             if not sock.pending():  # else the rest of the record: select() would never say so
                 break
         if client.outgoing:
-            # Try at once: usually the kernel takes it all, with no wait for "writable".
+            # Try at once, no wait for "writable"; send() may take only part (the article assumed all).
             sent = sock.send(client.outgoing)
             del client.outgoing[:sent]
         if (client.stop == "sending" or client.eof) and not client.outgoing and client.stop != "half-closed":
-            close_notify(sock)  # every echo is out: the client reads them, then EOF
+            close_notify(sock)
             client.stop = "half-closed"
-    except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as e:  # it must read or write first
+    except (ssl.SSLWantReadError, ssl.SSLWantWriteError) as e:
         tls_wants = selectors.EVENT_WRITE if isinstance(e, ssl.SSLWantWriteError) else selectors.EVENT_READ
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -151,20 +150,21 @@ def send_recv(client, events):
 
 def close_notify(sock):
     """TLS's own close: send close_notify, and do not wait for the client's, which comes later
-    (read and dropped) or never. Where it cannot go, or TLS failed after it, TCP's half-close."""
+    (read and dropped) or never. Where it cannot go, or TLS failed after it, TCP's half-close:
+    what comes then is read and dropped as bytes."""
     try:
-        sock.unwrap()  # returns at once where the client's close_notify came first
+        sock.unwrap()
     except ssl.SSLWantWriteError:
         raise  # no room in the kernel yet: again once writable
     except ssl.SSLWantReadError:
         pass  # ours is out
-    except OSError:  # one that closed or reset; or ours went out, then unwrap() read data (the stop):
-        sock.shutdown(socket.SHUT_WR)  # TCP's half-close, and what comes is read and dropped as bytes
+    except OSError:  # one that closed or reset; or ours went out, then unwrap() read data (the stop)
+        sock.shutdown(socket.SHUT_WR)
 
 
 def apply_wanted(selector, key, wanted, active):
     """The one place that applies what a connection wants next."""
-    if not wanted:  # nothing left to read or to send: the connection is done
+    if not wanted:
         del active[key.fd]
         selector.unregister(key.fileobj)
         key.fileobj.close()
@@ -174,8 +174,7 @@ def apply_wanted(selector, key, wanted, active):
 
 def tls_listener(server_sock, cert, key):
     """The listening socket wrapped: accept() returns TLS sockets whose handshake waits for the loop."""
-    # No Nagle (accepted sockets inherit it, as asyncio sets it on its own): the first echo would
-    # wait behind the session tickets the handshake leaves unacknowledged, 40 ms of delayed ACK.
+    # No Nagle (inherited; asyncio sets it too): the first echo would wait for the tickets' delayed ACK.
     server_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     return tls_context(cert, key).wrap_socket(server_sock, server_side=True, do_handshake_on_connect=False)
 
@@ -209,7 +208,7 @@ class SelectorDeadlines(collections.OrderedDict):
         self.selector, self.limit = selector, limit or math.inf  # --timeout 0: no deadline
         # due: the earliest moment the oldest client (or the grace) can be due. Progress only moves that
         # later, so it is worked out again only once reached, not at every wake-up.
-        self.due, self.grace_end = math.inf, math.inf  # the first stop signal sets grace_end
+        self.due, self.grace_end = math.inf, math.inf
         self.now = time.monotonic()  # the time of the last wake-up
 
     def touch(self, fd, now):
@@ -262,9 +261,9 @@ class SelectorDeadlines(collections.OrderedDict):
 def first_stop_signal(signals, deadlines, now):
     """Read the signal pipe: True at the first stop signal, which starts the grace. A second
     one, or two at once, ends the server at once, whatever is left unsent."""
-    stops = sum(signum in STOP_SIGNALS for signum in signals.recv(256))  # two may come at once
+    stops = sum(signum in STOP_SIGNALS for signum in signals.recv(256))
     if stops and (deadlines.grace_end < math.inf or stops > 1):
-        os._exit(1)  # a second signal: at once, whatever is left unsent
+        os._exit(1)
     if stops:
         deadlines.start_grace(now)
     return stops > 0
