@@ -33,17 +33,16 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 def accept_loop(server_sock):
     global signals
     log("Ready For Accept")
-    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    # A byte for each Ctrl-C or SIGTERM wakes poll(): the first sets stopping, at once even
-    # while a send holds the loop; the grace's end or a second signal ends the server.
+    server_sock.setblocking(False)
+    # A byte per Ctrl-C or SIGTERM wakes poll(): the first sets stopping.
     signals = catch_stop_signals()
     epoll = select.epoll()
     epoll.register(server_sock.fileno(), select.EPOLLIN)
     epoll.register(signals, select.EPOLLIN)
     descriptors = {}  # fileno -> socket: epoll reports descriptors, not objects
-    deadlines = Deadlines()  # the clients, the least recently active first
+    deadlines = Deadlines()
     now, listening = time.monotonic(), True
-    while deadlines or listening:  # once stopped, until the last client is closed
+    while deadlines or listening:
         log("Descriptor Count:{}", len(deadlines))
         events = epoll.poll(deadlines.wait(now))
         now = time.monotonic()
@@ -60,7 +59,7 @@ def accept_loop(server_sock):
                 descriptors.pop(fileno).close()  # close() also removes it from the epoll set
         for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
             descriptors.pop(fileno).close()
-        if stopping and listening:  # the first stop signal: accept no more
+        if stopping and listening:
             log("Shutdown")
             server_sock.close()
             half_close_all(descriptors[fileno] for fileno in deadlines)
@@ -74,11 +73,11 @@ def accept_clients(epoll, server_sock, descriptors, deadlines, now):
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
-            return  # the queue is empty
+            return
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        new_sock.setblocking(False)  # send_all() waits for room itself, at most TIMEOUT
+        new_sock.setblocking(False)
         # Level-triggered EPOLLIN: reported again while unread bytes remain.
         epoll.register(new_sock.fileno(), select.EPOLLIN)
         descriptors[new_sock.fileno()] = new_sock
@@ -100,7 +99,7 @@ def send_recv(sock):
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         send_all(sock, data)
         return True
-    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+    except TimeoutError:
         log("[FD:{}]Timeout", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -108,8 +107,8 @@ def send_recv(sock):
 
 
 def send_all(sock, data):
-    # sendall() with a timeout bounds the whole call (Python 3.5+): one send() at a time, each waits
-    # at most TIMEOUT for room, so a slow reader that drains its echo is never cut.
+    """Send all of data: sendall() with a timeout bounds the whole call (Python 3.5+), so here one
+    send() at a time waits at most TIMEOUT for room, and a slow reader that drains its echo is never cut."""
     stalled = False
     while data:
         try:
@@ -118,14 +117,14 @@ def send_all(sock, data):
         except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
-            # Wait for room, and every other client with us: this pattern's limit. poll() says
+            # Wait for room, and every other client with us: this pattern's trade-off. poll() says
             # writable once a third of the buffer is free; the send() after it counts any room.
             waiter = select.poll()  # not select(): descriptors go past FD_SETSIZE here
             waiter.register(sock, select.POLLOUT)
             waiter.register(signals, select.POLLIN)  # a stop signal ends the wait: its handler runs next
             ready = dict(waiter.poll(TIMEOUT * 1000 or None))
             if signals.fileno() in ready:
-                signals.recv(256)  # catch_stop_signals() has done the rest
+                signals.recv(256)
             stalled = not ready
 
 
@@ -155,24 +154,23 @@ class Deadlines(collections.OrderedDict):
     first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
     of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
     deletions left."""
-    # The earliest moment the oldest connection can be due. Progress only moves that later, so
-    # it is worked out again only once reached, not at every wake-up.
+    # When the oldest may be due: progress only moves that later, so it is worked out once reached.
     due = math.inf
 
     def wait(self, now):
         """The selector's timeout: it wakes the loop when the oldest connection may be due."""
-        if self.due < math.inf:  # most wake-ups
+        if self.due < math.inf:
             return self.due - now
-        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+        if self:  # the first since none was left (--timeout 0: never due)
             self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
         return self.due - now if self.due < math.inf else None
 
     def expired(self, now):
         """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
         the loop to close. The oldest come first, so no wake-up scans them all."""
-        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+        if self.due > now:
             return ()
-        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        idle, expired = TIMEOUT or math.inf, []
         for fd, last in self.items():
             if last + idle > now:
                 break

@@ -47,19 +47,16 @@ spare_buffers = []
 
 def accept_loop(server_sock, workers):
     log("Ready For Accept")
-    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    # A byte for each Ctrl-C or SIGTERM wakes select(); the first sets stopping, and the
-    # grace's end or a second signal ends the server.
+    server_sock.setblocking(False)
+    # A byte per Ctrl-C or SIGTERM wakes select(): the first sets stopping.
     signals = catch_stop_signals()
-    # Daemon threads: they wait on the queue for good, and the process ends without them. Started
-    # once the handlers are in place: a stop signal they take is not lost.
+    # Started once the handlers are in place: a stop signal a thread takes is not lost.
     for _ in range(workers):
         threading.Thread(target=send_thread, daemon=True).start()
-    # select() takes them all: the clients it reads are those no sender holds.
     descriptors = {server_sock.fileno(): server_sock, signals.fileno(): signals, waker_r.fileno(): waker_r}
     deadlines = Deadlines()  # while a sender holds a client, send_or_time_out() keeps its deadline
     now, listening = time.monotonic(), True
-    while deadlines or listening:  # once stopped, until the last client is closed
+    while deadlines or listening:
         log("Descriptor Count:{}", len(deadlines))
         readable, _, _ = select.select(descriptors, [], [], deadlines.wait(now))
         now = time.monotonic()
@@ -68,7 +65,7 @@ def accept_loop(server_sock, workers):
                 accept_clients(server_sock, descriptors, deadlines, now)
             elif fileno == signals.fileno():
                 signals.recv(256)  # catch_stop_signals() has done the rest
-            elif fileno == waker_r.fileno():  # senders are done with these clients: read them again
+            elif fileno == waker_r.fileno():
                 waker_r.recv(BUFSIZE)
                 take_back(descriptors, deadlines, now)
             else:
@@ -83,7 +80,7 @@ def accept_loop(server_sock, workers):
                     descriptors.pop(fileno).close()
         for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
             descriptors.pop(fileno).close()
-        if stopping and listening:  # the first stop signal: accept no more
+        if stopping and listening:
             log("Shutdown")
             descriptors.pop(server_sock.fileno()).close()
             send_queue.join()  # the senders send every chunk read: the loop waits here, the grace at most
@@ -99,7 +96,7 @@ def accept_clients(server_sock, descriptors, deadlines, now):
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
-            return  # the queue is empty
+            return
         except OSError as e:
             shed_connection(server_sock, e)
             return
@@ -110,7 +107,7 @@ def accept_clients(server_sock, descriptors, deadlines, now):
             log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
             new_sock.close()
             continue
-        new_sock.setblocking(False)  # send_or_time_out() waits for room itself, at most TIMEOUT
+        new_sock.setblocking(False)
         descriptors[new_sock.fileno()] = new_sock
         deadlines[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
@@ -152,7 +149,7 @@ def send_thread():
         except TimeoutError:
             log("[FD:{}]<{}>Timeout", sock.fileno(), ident)
             sock.close()  # out of the read set while here: nobody else holds it
-        except OSError as e:  # a reset or vanished client ends only its own connection
+        except OSError as e:
             log("[FD:{}]<{}>Error:{}", sock.fileno(), ident, e.strerror)
             sock.close()
         finally:
@@ -174,8 +171,7 @@ def send_or_time_out(sock, data):
         except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
-            # Wait for room: this thread only. poll() says writable once a third of the
-            # buffer is free; the send() after it counts any room.
+            # poll() says writable once a third of the buffer is free; the send() after it counts any room.
             if hasattr(select, "poll"):  # not select(): echo_threadpool.py's descriptors go past FD_SETSIZE
                 waiter = select.poll()
                 waiter.register(sock, select.POLLOUT)
@@ -209,24 +205,23 @@ class Deadlines(collections.OrderedDict):
     first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
     of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
     deletions left."""
-    # The earliest moment the oldest connection can be due. Progress only moves that later, so
-    # it is worked out again only once reached, not at every wake-up.
+    # When the oldest may be due: progress only moves that later, so it is worked out once reached.
     due = math.inf
 
     def wait(self, now):
         """The selector's timeout: it wakes the loop when the oldest connection may be due."""
-        if self.due < math.inf:  # most wake-ups
+        if self.due < math.inf:
             return self.due - now
-        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+        if self:  # the first since none was left (--timeout 0: never due)
             self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
         return self.due - now if self.due < math.inf else None
 
     def expired(self, now):
         """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
         the loop to close. The oldest come first, so no wake-up scans them all."""
-        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+        if self.due > now:
             return ()
-        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        idle, expired = TIMEOUT or math.inf, []
         for fd, last in self.items():
             if last + idle > now:
                 break

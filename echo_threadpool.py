@@ -51,9 +51,8 @@ def give_buffer():
 
 def accept_loop(server_sock, pool):
     log("Ready For Accept")
-    server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
-    # A byte for each Ctrl-C or SIGTERM wakes the selector; the first sets stopping, and the
-    # grace's end or a second signal ends the server.
+    server_sock.setblocking(False)
+    # A byte per Ctrl-C or SIGTERM wakes the selector: the first sets stopping.
     signals = catch_stop_signals()
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
@@ -61,7 +60,7 @@ def accept_loop(server_sock, pool):
     selector.register(waker_r, selectors.EVENT_READ)
     deadlines = Deadlines()  # while a callback holds a client, send_or_time_out() keeps its deadline
     now, listening = time.monotonic(), True
-    while deadlines or listening:  # once stopped, until the last client is closed
+    while deadlines or listening:
         ready = selector.select(deadlines.wait(now))
         now = time.monotonic()
         for key, _ in ready:
@@ -70,7 +69,7 @@ def accept_loop(server_sock, pool):
                 accept_clients(selector, server_sock, deadlines, now)
             elif key.fileobj is signals:
                 signals.recv(256)  # catch_stop_signals() has done the rest
-            elif fileno == waker_r.fileno():  # callbacks are done with these clients: read them again
+            elif fileno == waker_r.fileno():
                 waker_r.recv(BUFSIZE)
                 take_back(selector, deadlines, now)
             elif stopping:  # what a client sends once the server stops is read and dropped, here
@@ -88,7 +87,7 @@ def accept_loop(server_sock, pool):
                     callback.add_done_callback(in_pool.discard)
         for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
             selector.unregister(fileno).fileobj.close()
-        if stopping and listening:  # the first stop signal: accept no more
+        if stopping and listening:
             log("Shutdown")
             selector.unregister(server_sock)
             server_sock.close()
@@ -105,7 +104,7 @@ def accept_clients(selector, server_sock, deadlines, now):
         try:
             new_sock, address = server_sock.accept()
         except BlockingIOError:
-            return  # the queue is empty
+            return
         except OSError as e:
             shed_connection(server_sock, e)
             return
@@ -114,7 +113,7 @@ def accept_clients(selector, server_sock, deadlines, now):
             log("[FD:{}]Refused: select() cannot watch more than {} sockets", new_sock.fileno(), MAX_SOCKETS)
             new_sock.close()
             continue
-        new_sock.setblocking(False)  # send_or_time_out() waits for room itself, at most TIMEOUT
+        new_sock.setblocking(False)
         selector.register(new_sock, selectors.EVENT_READ)
         deadlines[new_sock.fileno()] = now
         log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
@@ -175,24 +174,23 @@ class Deadlines(collections.OrderedDict):
     first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
     of ours per chunk. An OrderedDict finds its first entry at once; a dict skips the holes its
     deletions left."""
-    # The earliest moment the oldest connection can be due. Progress only moves that later, so
-    # it is worked out again only once reached, not at every wake-up.
+    # When the oldest may be due: progress only moves that later, so it is worked out once reached.
     due = math.inf
 
     def wait(self, now):
         """The selector's timeout: it wakes the loop when the oldest connection may be due."""
-        if self.due < math.inf:  # most wake-ups
+        if self.due < math.inf:
             return self.due - now
-        if self:  # the first since none was left: due TIMEOUT after it came (--timeout 0: never)
+        if self:  # the first since none was left (--timeout 0: never due)
             self.due = next(iter(self.values())) + (TIMEOUT or math.inf)
         return self.due - now if self.due < math.inf else None
 
     def expired(self, now):
         """Each connection on which nothing moved for TIMEOUT, logged and dropped from here, for
         the loop to close. The oldest come first, so no wake-up scans them all."""
-        if self.due > now:  # the oldest is not due yet, nor the others: most wake-ups stop here
+        if self.due > now:
             return ()
-        idle, expired = TIMEOUT or math.inf, []  # --timeout 0: never
+        idle, expired = TIMEOUT or math.inf, []
         for fd, last in self.items():
             if last + idle > now:
                 break
@@ -224,8 +222,7 @@ def send_or_time_out(sock, data):
         except BlockingIOError:  # its buffers are full (settimeout() would poll() before every send())
             if stalled:
                 raise TimeoutError from None
-            # Wait for room: this thread only. poll() says writable once a third of the
-            # buffer is free; the send() after it counts any room.
+            # poll() says writable once a third of the buffer is free; the send() after it counts any room.
             if hasattr(select, "poll"):  # not select(): echo_threadpool.py's descriptors go past FD_SETSIZE
                 waiter = select.poll()
                 waiter.register(sock, select.POLLOUT)

@@ -61,15 +61,11 @@ COMMENTS_NOT_YET_CUT = {
     "echo_asyncio_buffered.py",
     "echo_asyncio_protocol.py",
     "echo_asyncio_streams.py",
-    "echo_epoll.py",
     "echo_fork.py",
     "echo_prefork.py",
     "echo_prethread.py",
-    "echo_select.py",
-    "echo_select_pool.py",
     "echo_simple.py",
     "echo_thread.py",
-    "echo_threadpool.py",
 }
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
