@@ -175,7 +175,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
                                 "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
                                 "there (the stop's read and drop: 8 lines)"),
-    "echo_selectors.py": (337, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_selectors.py": (335, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
                                "the helpers it teaches the selectors loops cross the banner (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
