@@ -32,11 +32,11 @@ connections = {}  # each connection served -> True while it waits in recv() for 
 def accept_loop(server_sock):
     # Reap each child as it ends (waitpid(WNOHANG)): the article never did, and zombies piled up.
     signal.signal(signal.SIGCHLD, lambda signum, frame: finished_children())
-    take_stop_signals(stop_accepting)  # a stop sets a flag and never raises: no accepted client is lost
-    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
+    take_stop_signals(stop_accepting)
+    server_sock.setblocking(False)
     log("Ready For Accept")
     while True:
-        new_sock, address = accept_client(server_sock)  # stopping, KeyboardInterrupt once none is queued
+        new_sock, address = accept_client(server_sock)
         with new_sock:  # closes the parent's copy: the child has its own
             start_worker(server_sock, new_sock, address)
 
@@ -50,22 +50,21 @@ def send_recv_loop(sock):
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
         while data := receive(sock, buffer):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            sum(range(WORK))
             send_echo(sock, data)  # the article's send() could send only part of it
         log("Recv:EOF")
-    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+    except TimeoutError:
         log("Timeout")
-    except OSError as e:  # a reset or vanished client ends only its own connection
+    except OSError as e:
         log("Error:{}", e.strerror)
     finally:
-        del connections[sock]  # a stop no longer shuts it
+        del connections[sock]
 
 
 def start_worker(server_sock, sock, address):
     """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
     global log_prefix
-    # Hold the signals across fork(): the parent takes them once it has noted the pid,
-    # the child once it is inside try.
+    # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
@@ -77,18 +76,17 @@ def start_worker(server_sock, sock, address):
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
             server_sock.close()
-            take_child_signals()  # its parent's SIGTERM stops it, with a wake-up pipe of its own
+            take_child_signals()
             # Logged here, not in the parent: the child could serve a quick client first.
             log("Accept:{}:{}", *address[:2])
-            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
-            # with SIGTERM, so that a worker counts one stop, never two.
+            # Ctrl-C reaches the whole group: the parent relays it as SIGTERM, so a worker counts one stop.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             send_recv_loop(sock)
         finally:
             os._exit(0)
     children[pid] = address
-    signal.pthread_sigmask(signal.SIG_SETMASK, mask)  # once stopping, the stop signals stay blocked
+    signal.pthread_sigmask(signal.SIG_SETMASK, mask)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -158,7 +156,7 @@ def receive(sock, buffer):
     (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
     while True:
         connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-        if deadline:  # stopping: the client has every echo and gets EOF
+        if deadline:
             if time.monotonic() > deadline:
                 return b""
             sock.shutdown(socket.SHUT_WR)
@@ -169,9 +167,8 @@ def receive(sock, buffer):
         except BlockingIOError:
             continue  # woken by a signal: a stop is seen above
         connections[sock] = False
-        if not data or not deadline:  # nothing read is EOF: the client closed its side
+        if not data or not deadline:
             return data
-        # read after the stop (or as it came): dropped, not echoed
 
 
 def send_echo(sock, data):
@@ -183,11 +180,10 @@ def send_echo(sock, data):
         try:
             data = data[sock.send(data):]
             stalled = False
-        except BlockingIOError:  # no room: wait for some, or a signal
+        except BlockingIOError:
             if stalled:
                 raise TimeoutError from None
-            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
-            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
             stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 

@@ -42,15 +42,15 @@ connections = {}  # each connection served -> True while it waits in recv() for 
 
 
 def accept_loop(server_sock):
-    take_child_signals()  # the parent's SIGTERM stops this worker, with a wake-up pipe of its own
-    release_stop_signals()  # fork_worker() held them until now
-    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
+    take_child_signals()
+    release_stop_signals()
+    server_sock.setblocking(False)
     while True:
         log("Get Start")
         fcntl.lockf(lock_file, fcntl.LOCK_EX)
         try:
             log("Get Lock")
-            new_sock, address = accept_client(server_sock)  # stopping, KeyboardInterrupt once none is queued
+            new_sock, address = accept_client(server_sock)
         finally:
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
@@ -68,15 +68,15 @@ def send_recv_loop(sock):
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
         while data := receive(sock, buffer):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            sum(range(WORK))
             send_echo(sock, data)  # the article's send() could send only part of it
         log("Recv:EOF")
-    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+    except TimeoutError:
         log("Timeout")
-    except OSError as e:  # a reset or vanished client ends only its own connection
+    except OSError as e:
         log("Error:{}", e.strerror)
     finally:
-        del connections[sock]  # a stop no longer shuts it
+        del connections[sock]
 
 
 def fork_worker(serve, *args):
@@ -84,8 +84,7 @@ def fork_worker(serve, *args):
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
     returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
-    # Hold the signals across fork(): the parent takes them once it has noted the pid,
-    # the child once it is inside try.
+    # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
@@ -97,18 +96,15 @@ def fork_worker(serve, *args):
         status = 0
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
-            # A parent may have a wake-up pipe (echo_selectors_process.py's acceptor does): the
-            # worker must not write its signals into it.
+            # A worker's signals must not go into its parent's wake-up pipe (echo_selectors_process.py's has one).
             signal.set_wakeup_fd(-1)
-            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
-            # with SIGTERM, so that a worker counts one stop, never two.
+            # Ctrl-C reaches the whole group: the parent relays it as SIGTERM, so a worker counts one stop.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            # SIGTERM stays blocked until serve() has its own handler and unblocks it: one that came
-            # sooner would end the worker before it took the clients already queued for it.
+            # SIGTERM waits for serve()'s handler: sooner, it would end the worker before its queued clients.
             signal.pthread_sigmask(signal.SIG_UNBLOCK, set(PARENT_SIGNALS) - set(STOP_SIGNALS))
             serve(*args)
         except KeyboardInterrupt:
-            pass  # the worker's stop is done
+            pass
         except Exception:  # a bug: say where, not silently; the parent starts another worker
             traceback.print_exc()
             status = 1
@@ -140,8 +136,7 @@ def run_workers(serve, jobs):
 
 
 def start_workers(server_sock, workers):
-    # The article's `for i in range(10): os.fork()`, each child in accept_loop(): all the workers are
-    # forked before any client arrives (fork_worker()), and run_workers() forks another for each that ends.
+    # The article's `for i in range(10): os.fork()`, each child in accept_loop(), and one more for each that ends.
     run_workers(accept_loop, [(server_sock,) for i in range(workers)])
 
 
@@ -202,7 +197,7 @@ def receive(sock, buffer):
     (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
     while True:
         connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-        if deadline:  # stopping: the client has every echo and gets EOF
+        if deadline:
             if time.monotonic() > deadline:
                 return b""
             sock.shutdown(socket.SHUT_WR)
@@ -213,9 +208,8 @@ def receive(sock, buffer):
         except BlockingIOError:
             continue  # woken by a signal: a stop is seen above
         connections[sock] = False
-        if not data or not deadline:  # nothing read is EOF: the client closed its side
+        if not data or not deadline:
             return data
-        # read after the stop (or as it came): dropped, not echoed
 
 
 def send_echo(sock, data):
@@ -227,11 +221,10 @@ def send_echo(sock, data):
         try:
             data = data[sock.send(data):]
             stalled = False
-        except BlockingIOError:  # no room: wait for some, or a signal
+        except BlockingIOError:
             if stalled:
                 raise TimeoutError from None
-            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
-            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
             stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 

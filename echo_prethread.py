@@ -34,8 +34,8 @@ deadline = None  # when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits in recv() for a new chunk
 
 
-def accept_thread(server_sock):  # the article's name: each thread accepts, then serves
-    ident = threading.get_ident()  # the article's currentThread() is deprecated
+def accept_thread(server_sock):
+    ident = threading.get_ident()
     while True:
         log("<{}>Start", ident)
         # One thread at a time waits in accept(); the others wait for the lock.
@@ -66,36 +66,36 @@ def send_recv_loop(sock):
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
         while data := receive(sock, buffer):
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            sum(range(WORK))
             send_echo(sock, data)  # the article's send() could send only part of it
         log("<{}>Recv:EOF", ident)
-    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+    except TimeoutError:
         log("<{}>Timeout", ident)
-    except OSError as e:  # a reset or vanished client ends only its own connection
+    except OSError as e:
         log("<{}>Error:{}", ident, e.strerror)
     finally:
-        del connections[sock]  # a stop no longer shuts it
+        del connections[sock]
 
 
 def run_threads(server_sock, workers):
-    """Start the threads, then wait for Ctrl-C or SIGTERM and stop them."""
-    take_stop_signals(stop_threads)  # a stop sets flags and never raises
+    """Start the threads, then wait for Ctrl-C or SIGTERM and stop them. The main thread waits for the
+    byte each signal writes to the pipe: not in join(), which before Python 3.13 counts the thread it
+    waited for as finished once interrupted, nor in signal.pause(), which a signal that came just
+    before it would not end. The threads take the clients already in the backlog (each gets EOF at
+    once); only then does shutting the listening socket wake the thread waiting in accept() (Linux):
+    sooner, it would reset the rest."""
+    take_stop_signals(stop_threads)
     # Daemon threads: a stop need not wait past the grace for clients that stay connected.
     threads = [threading.Thread(target=accept_thread, args=(server_sock,), daemon=True) for _ in range(workers)]
     for thread in threads:
         thread.start()
-    # The main thread only waits: not in join(), which before Python 3.13 counts the thread it
-    # waited for as finished once interrupted, nor in signal.pause(), which a signal that came
-    # just before it would not end, but for the byte each signal writes to the pipe.
     while not stopping:
         select.select([wakeup_sock], [], [])
-        wakeup_sock.recv(512)  # emptied; stop_threads() itself runs by the next turn
-    # The threads take the clients already in the backlog (each gets EOF at once); then shutting
-    # the listening socket wakes the thread waiting in accept() (Linux), and would reset the rest.
+        wakeup_sock.recv(512)
     while select.select([server_sock], [], [], 0)[0] and time.monotonic() < deadline:
         time.sleep(0.01)
     try:
-        server_sock.shutdown(socket.SHUT_RD)  # accept() fails from now on, in every thread
+        server_sock.shutdown(socket.SHUT_RD)
     except OSError:  # Windows cannot shut a listening socket: closing it fails accept() all the same
         server_sock.close()
     join_threads()
@@ -139,7 +139,7 @@ def receive(sock, buffer):
     (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
     while True:
         connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-        if deadline:  # stopping: the client has every echo and gets EOF
+        if deadline:
             if time.monotonic() > deadline:
                 return b""
             sock.shutdown(socket.SHUT_WR)
@@ -150,9 +150,8 @@ def receive(sock, buffer):
         except BlockingIOError:
             continue  # woken by a signal: a stop is seen above
         connections[sock] = False
-        if not data or not deadline:  # nothing read is EOF: the client closed its side
+        if not data or not deadline:
             return data
-        # read after the stop (or as it came): dropped, not echoed
 
 
 def send_echo(sock, data):
@@ -164,11 +163,10 @@ def send_echo(sock, data):
         try:
             data = data[sock.send(data):]
             stalled = False
-        except BlockingIOError:  # no room: wait for some, or a signal
+        except BlockingIOError:
             if stalled:
                 raise TimeoutError from None
-            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
-            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
             stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 

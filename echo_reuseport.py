@@ -404,8 +404,7 @@ def fork_worker(serve, *args):
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
     returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
-    # Hold the signals across fork(): the parent takes them once it has noted the pid,
-    # the child once it is inside try.
+    # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
@@ -417,18 +416,15 @@ def fork_worker(serve, *args):
         status = 0
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
-            # A parent may have a wake-up pipe (echo_selectors_process.py's acceptor does): the
-            # worker must not write its signals into it.
+            # A worker's signals must not go into its parent's wake-up pipe (echo_selectors_process.py's has one).
             signal.set_wakeup_fd(-1)
-            # Ctrl-C reaches the whole process group: the parent hears it and tells each worker
-            # with SIGTERM, so that a worker counts one stop, never two.
+            # Ctrl-C reaches the whole group: the parent relays it as SIGTERM, so a worker counts one stop.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
-            # SIGTERM stays blocked until serve() has its own handler and unblocks it: one that came
-            # sooner would end the worker before it took the clients already queued for it.
+            # SIGTERM waits for serve()'s handler: sooner, it would end the worker before its queued clients.
             signal.pthread_sigmask(signal.SIG_UNBLOCK, set(PARENT_SIGNALS) - set(STOP_SIGNALS))
             serve(*args)
         except KeyboardInterrupt:
-            pass  # the worker's stop is done
+            pass
         except Exception:  # a bug: say where, not silently; the parent starts another worker
             traceback.print_exc()
             status = 1

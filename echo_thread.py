@@ -32,12 +32,12 @@ connections = {}  # each connection served -> True while it waits in recv() for 
 
 
 def accept_loop(server_sock):
-    take_stop_signals(stop_threads)  # a stop sets flags and never raises: no accepted client is lost
-    server_sock.setblocking(False)  # accept() after wait_ready(), which a stop signal ends
+    take_stop_signals(stop_threads)
+    server_sock.setblocking(False)
     log("Ready For Accept")
     while True:
-        new_sock, address = accept_client(server_sock)  # stopping, KeyboardInterrupt once none is queued
-        start_worker(new_sock, address)  # the thread closes new_sock when its client is done
+        new_sock, address = accept_client(server_sock)
+        start_worker(new_sock, address)
 
 
 def send_recv_loop(sock):
@@ -50,24 +50,24 @@ def send_recv_loop(sock):
         # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
         while data := receive(sock, buffer):
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
+            sum(range(WORK))
             send_echo(sock, data)  # the article's send() could send only part of it
         log("<{}>Recv:EOF", ident)
-    except TimeoutError:  # no byte moved either way for TIMEOUT seconds
+    except TimeoutError:
         log("<{}>Timeout", ident)
-    except OSError as e:  # a reset or vanished client ends only its own connection
+    except OSError as e:
         log("<{}>Error:{}", ident, e.strerror)
     finally:
-        del connections[sock]  # a stop no longer shuts it
+        del connections[sock]
 
 
 def start_worker(sock, address):
-    """Start a thread to serve this client."""
+    """Start a thread to serve this client, or shed it ("can't start new thread": out of threads or memory)."""
     # Daemon threads: a stop need not wait past the grace for clients that stay connected.
     thread = threading.Thread(target=send_recv_thread, args=(sock, address), daemon=True)
     try:
         thread.start()
-    except RuntimeError as e:  # "can't start new thread": out of memory or of threads
+    except RuntimeError as e:
         log("Thread:{}: connection shed", e)
         sock.close()
 
@@ -133,7 +133,7 @@ def receive(sock, buffer):
     (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
     while True:
         connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-        if deadline:  # stopping: the client has every echo and gets EOF
+        if deadline:
             if time.monotonic() > deadline:
                 return b""
             sock.shutdown(socket.SHUT_WR)
@@ -144,9 +144,8 @@ def receive(sock, buffer):
         except BlockingIOError:
             continue  # woken by a signal: a stop is seen above
         connections[sock] = False
-        if not data or not deadline:  # nothing read is EOF: the client closed its side
+        if not data or not deadline:
             return data
-        # read after the stop (or as it came): dropped, not echoed
 
 
 def send_echo(sock, data):
@@ -158,11 +157,10 @@ def send_echo(sock, data):
         try:
             data = data[sock.send(data):]
             stalled = False
-        except BlockingIOError:  # no room: wait for some, or a signal
+        except BlockingIOError:
             if stalled:
                 raise TimeoutError from None
-            # Linux says "writable" once a third of the buffer is free, which a slow reader may take
-            # longer than TIMEOUT to drain: after a wait that timed out, what one more send() takes is progress.
+            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
             stalled = not wait_ready(sock, TIMEOUT, write=True)
 
 

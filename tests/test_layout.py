@@ -61,11 +61,6 @@ COMMENTS_NOT_YET_CUT = {
     "echo_asyncio_buffered.py",
     "echo_asyncio_protocol.py",
     "echo_asyncio_streams.py",
-    "echo_fork.py",
-    "echo_prefork.py",
-    "echo_prethread.py",
-    "echo_simple.py",
-    "echo_thread.py",
 }
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
@@ -155,7 +150,7 @@ LESSON_NAMES = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (306, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
+    "echo_select.py": (308, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
                             "of deadlines, and half_close_all(): 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -200,17 +195,17 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): "
                                        "about 50 lines moved past the banner and its constants), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_fork.py": (202, "a fork per connection (start_worker(): 34 lines), plus the stop every process server shares "
+    "echo_fork.py": (200, "a fork per connection (start_worker(): 34 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here) "
                           "and a child's (take_child_signals(), stop_child(), stop_accepting() for the parent, in place of "
                           "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only); "
                           "the helpers taught above echo_simple.py's banner stand below this one (diff shows the banner "
                           "and its constants moving past them: about 30 lines)"),
-    "echo_prefork.py": (137, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+    "echo_prefork.py": (132, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "34 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner)"),
-    "echo_asyncio.py": (358, "the blocking calls become coroutines on one event loop, under the article's names "
+    "echo_asyncio.py": (360, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the read and the stop's drain helpers (receive_chunk(), half_close_then_drain(): 22 lines); the loop watches its own wake-up "
