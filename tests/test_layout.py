@@ -150,7 +150,7 @@ LESSON_NAMES = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (308, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
+    "echo_select.py": (304, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
                             "of deadlines, and half_close_all(): 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -158,13 +158,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "to cut(): about 40 lines more than the loop they replaced)"),
     "echo_epoll.py": (89, "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below this "
                           "one (diff shows the banner and its constants moving past them: 42 lines)"),
-    "echo_select_pool.py": (183, "a pool of sender threads: their queue, the buffers that go round, and each client "
+    "echo_select_pool.py": (174, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
                                  "send_or_time_out() taught here (a wait for room in the sender only: 17 lines), and "
                                  "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below "
                                  "this one (diff shows the banner and its constants moving past them: 42 lines)"),
-    "echo_threadpool.py": (209, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+    "echo_threadpool.py": (203, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' "
                                 "clients count towards Windows' 512 sockets (in_pool, 10 lines); send_or_time_out(), "
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
@@ -183,10 +183,10 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "their error lines; the helpers echo_selectors.py teaches above its banner "
                                    "stand below this one (SelectorDeadlines, first_stop_signal(), "
                                    "stop_and_flush_buffers(): diff shows them moving past the banner and its constants)"),
-    "echo_reuseport.py": (256, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (252, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines); the helpers echo_selectors.py teaches above its banner stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): diff shows the banner and its constants moving past them, about 50 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_selectors_process.py": (299, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (295, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
