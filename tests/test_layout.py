@@ -57,10 +57,6 @@ INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
 COMMENT_EVERY = 4.5  # code lines per comment in a lesson, at least (issue 34: about one comment per five)
 # Lessons whose comments are still to be cut to that (issue 34): one a line, so that each family's change merges.
 COMMENTS_NOT_YET_CUT = {
-    "echo_asyncio.py",
-    "echo_asyncio_buffered.py",
-    "echo_asyncio_protocol.py",
-    "echo_asyncio_streams.py",
     "echo_epoll.py",
     "echo_fork.py",
     "echo_prefork.py",
