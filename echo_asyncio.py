@@ -40,10 +40,9 @@ tasks = set()  # the clients' tasks, which a stop waits for
 
 async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's accept_loop() starts a Server
     loop = asyncio.get_running_loop()
-    # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
-    # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
+    # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
     on_stop_signals(on_signal, asyncio.current_task())
-    release_stop_signals()  # start_listening() held them until now
+    release_stop_signals()
     log("Ready For Accept")
     server_sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     try:
@@ -53,8 +52,7 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
                     new_sock, address = await loop.sock_accept(server_sock)
                 except OSError as e:
                     shed_connection(server_sock, e)
-                    # sock_accept() would fail again at once (Linux says EMFILE with no client
-                    # waiting): wait until a client is there, never spin.
+                    # sock_accept() would fail again at once (EMFILE, even with no client): never spin.
                     await ready(server_sock, loop.add_reader, loop.remove_reader)
                     continue
                 log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
@@ -62,23 +60,20 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
                 task = asyncio.create_task(recv_send(new_sock))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
-            # While clients queue, sock_accept() returns without letting another task run:
-            # the article's loop could accept a whole storm before serving anyone.
+            # The accept storm: sock_accept() does not yield while clients queue, so let the others run.
             await asyncio.sleep(0)
-    except asyncio.CancelledError:  # the first signal; a second cancels the grace below
+    except asyncio.CancelledError:
         log("Shutdown")
-    server_sock.close()  # no more clients
-    await stop_clients(lambda sock: sock.shutdown(socket.SHUT_WR))  # last echoes, EOF, until the grace ends
+    server_sock.close()
+    await stop_clients(lambda sock: sock.shutdown(socket.SHUT_WR))
 
 
 async def recv_send(sock):  # the article's name
     fd = sock.fileno()
-    sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
-    # One buffer for the connection, read into again and again: a fresh 64 KiB object per
-    # recv(), shrunk to what came, fragments a long-lived server's heap (see RESULTS.md).
+    sock.setblocking(False)
+    # One buffer per connection: a fresh object per recv(), shrunk to what came, fragments the heap.
     buffer = memoryview(bytearray(BUFSIZE))
-    # The deadline: a time stamp per chunk and one timer per connection, not asyncio.timeout()
-    # around each await, which costs far more (DEVELOPMENT.md).
+    # One timer per connection, stamped per chunk: asyncio.timeout() around each await costs far more.
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
         # Nothing read is EOF, the client's close (b"" too once a stop came): the loop ends.
@@ -86,18 +81,17 @@ async def recv_send(sock):  # the article's name
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             await send_all(sock, data, deadline)
-        if stopping:  # every echo written: the client gets EOF, then its last bytes are read and dropped
+        if stopping:
             await half_close_then_drain(sock, buffer, deadline)
         log("[FD:{}]Recv:EOF", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
-        # asyncio keeps this exception (a future, the reader), and its traceback this frame
-        # with its last chunk: a cycle that lasts until the next full garbage collection.
+        # asyncio keeps e, and its traceback this frame: a cycle that lasts until a full collection.
         e.__traceback__ = None
     finally:
         waiting.discard(sock)
         deadline.cancel()
-        sock.close()  # also where a timeout or the grace's end cancelled this task
+        sock.close()
 
 
 async def send_all(sock, data, deadline):
@@ -135,8 +129,7 @@ async def stop_clients(shut):
             shut(client)
     if tasks:
         await asyncio.wait(tasks, timeout=GRACE)
-    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
-    # SIGTERM back its default action (death by the signal, not exit status 0).
+    # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
     hold_stop_signals()
 
 
@@ -161,8 +154,8 @@ async def half_close_then_drain(sock, buffer, deadline):
 
 
 def on_signal(task):
-    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
-    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    """Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again a turn of the loop
+    later: two cancels that come before the task runs count as one, and the grace would go on."""
     global signals
     signals += 1
     if signals == 1:

@@ -45,38 +45,35 @@ connections = set()  # the clients' protocols, which a stop waits for
 
 
 async def accept_loop(server_sock, backlog, context):
+    """Serves until cancelled. asyncio's Server calls listen() again (a backlog of 100 unless told:
+    the article's here) and accepts up to backlog waiting clients a wake-up. With --cert, it does the
+    TLS handshake before our code sees the client, within --timeout (0 it refuses: None, its default)."""
     global stopping
     loop = asyncio.get_running_loop()
-    # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
-    # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
+    # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
     on_stop_signals(on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
-    # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
-    # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
-    # --cert: asyncio does the TLS handshake before our code sees the client, within --timeout (it wants
-    # more than 0: with --timeout 0, None, its own 60 s). Without --cert, plain TCP.
     handshake = (TIMEOUT or None) if context else None
     server = await loop.create_server(EchoProtocol, sock=server_sock, backlog=backlog, ssl=context,
                                       ssl_handshake_timeout=handshake)
-    release_stop_signals()  # start_listening() held them until now
+    release_stop_signals()
     log("Ready For Accept")
     try:
-        await asyncio.Event().wait()  # serve until cancelled
-    except asyncio.CancelledError:  # the first signal; a second cancels the grace below
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
         log("Shutdown")
     # Not serve_forever() or wait_closed() to wait for the clients: since 3.12 they do, before not.
     stopping = True
-    server.close()  # no more clients
+    server.close()
     for client in list(connections):
         client.stop()
     try:
-        if connections:  # each half-closes once it has sent what it read
+        if connections:
             await asyncio.wait([client.closed for client in connections], timeout=GRACE)
     finally:  # the grace is over, or a second signal cut it short
         for client in list(connections):
             client.transport.abort()
-    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
-    # SIGTERM back its default action (death by the signal, not exit status 0).
+    # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
     hold_stop_signals()
 
 
@@ -85,9 +82,8 @@ class EchoProtocol(asyncio.BufferedProtocol):
         self.transport = transport
         self.fd = transport.get_extra_info("socket").fileno()
         self.buffer = memoryview(bytearray(BUFSIZE))  # every read of this client lands here
-        self.closed = asyncio.get_running_loop().create_future()  # for a stop to wait on
-        # The deadline: a time stamp per chunk and one timer per connection, not a call_later() per
-        # chunk cancelled by the next, which costs far more (DEVELOPMENT.md).
+        self.closed = asyncio.get_running_loop().create_future()
+        # One timer per connection, stamped per chunk, not a call_later() per chunk: that costs far more.
         self.deadline = Deadline(self.fd, transport.abort, transport.get_write_buffer_size)
         connections.add(self)
         log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])
@@ -105,9 +101,8 @@ class EchoProtocol(asyncio.BufferedProtocol):
         log("[FD:{}]Recv:{!r}", self.fd, bytes(data[:LOG_BYTES]))
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         self.transport.write(data)
-        # The trap: write() sends what it can and keeps the rest. Python 3.9-3.11 keep a copy,
-        # 3.12+ a view of *this* buffer, so reading into it again would overwrite bytes not yet
-        # sent. When the transport holds bytes, the buffer is its: the next read gets a new one.
+        # The trap: write() keeps what it cannot send, on 3.12+ as a view of *this* buffer (3.9-3.11: a copy),
+        # which the next read would overwrite: while the transport holds bytes, read into a new buffer.
         if self.transport.get_write_buffer_size() > 0:
             self.buffer = memoryview(bytearray(BUFSIZE))
 
@@ -115,8 +110,8 @@ class EchoProtocol(asyncio.BufferedProtocol):
         self.transport.pause_reading()
 
     def resume_writing(self):
-        # Stopping, every echo sent: half-close, and read on only to discard (unless the
-        # client closed first: the transport is closing).
+        """Read again. Stopping, every echo sent: half-close first, and read on only to discard
+        (unless the client closed first: the transport is closing)."""
         if stopping and not self.transport.is_closing():
             with contextlib.suppress(OSError):  # a client that reset meanwhile
                 half_close(self.transport)
@@ -132,7 +127,7 @@ class EchoProtocol(asyncio.BufferedProtocol):
 
     def eof_received(self):
         log("[FD:{}]Recv:EOF", self.fd)
-        return False  # the transport sends what remains, then closes
+        return False
 
     def connection_lost(self, exc):
         self.transport.abort()  # gone already; but 3.10's TLS transport, closed by the client, would warn
@@ -163,8 +158,8 @@ KEEPALIVE_COUNT = 4
 
 
 def on_signal(task):
-    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
-    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    """Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again a turn of the loop
+    later: two cancels that come before the task runs count as one, and the grace would go on."""
     global signals
     signals += 1
     if signals == 1:

@@ -39,27 +39,25 @@ tasks = set()  # the clients' tasks, which a stop waits for
 
 
 async def accept_loop(server_sock, backlog, context):
+    """Serves until cancelled. asyncio's Server calls listen() again (a backlog of 100 unless told:
+    the article's here) and accepts up to backlog waiting clients a wake-up. With --cert, it does the
+    TLS handshake before our code sees the client, within --timeout (0 it refuses: None, its default)."""
     loop = asyncio.get_running_loop()
-    # Ctrl-C and SIGTERM cancel this task from inside the loop: a KeyboardInterrupt
-    # raised at any bytecode could leave a task half-suspended, and asyncio.run() hang.
+    # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
     on_stop_signals(on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
-    # asyncio's Server calls listen() again, with a backlog of 100 unless told: keep the
-    # article's (or --backlog's). Each wake-up it accepts up to that many waiting clients.
-    # --cert: asyncio does the TLS handshake before our code sees the client, within --timeout (it wants
-    # more than 0: with --timeout 0, None, its own 60 s). Without --cert, plain TCP.
     handshake = (TIMEOUT or None) if context else None
     server = await asyncio.start_server(send_recv, sock=server_sock, limit=BUFSIZE, backlog=backlog, ssl=context,
                                         ssl_handshake_timeout=handshake)
-    release_stop_signals()  # start_listening() held them until now
+    release_stop_signals()
     log("Ready For Accept")
     try:
-        await asyncio.Event().wait()  # serve until cancelled
-    except asyncio.CancelledError:  # the first signal; a second cancels the grace below
+        await asyncio.Event().wait()
+    except asyncio.CancelledError:
         log("Shutdown")
     # Not serve_forever() or wait_closed() to wait for the clients: since 3.12 they do, before not.
-    server.close()  # no more clients
-    await stop_clients(half_close)  # (each once the transport has sent what it holds)
+    server.close()
+    await stop_clients(half_close)
 
 
 async def send_recv(reader, writer):
@@ -67,8 +65,7 @@ async def send_recv(reader, writer):
     log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
     task = asyncio.current_task()
     tasks.add(task)
-    # The deadline: a time stamp per chunk and one timer per connection, not asyncio.timeout()
-    # around each read() and drain(), which costs far more (DEVELOPMENT.md).
+    # One timer per connection, stamped per chunk: asyncio.timeout() around each await costs far more.
     deadline = Deadline(fd, task.cancel, writer.transport.get_write_buffer_size)
     try:
         while not stopping:
@@ -76,28 +73,25 @@ async def send_recv(reader, writer):
             data = await reader.read(BUFSIZE)
             waiting.discard(writer)
             deadline.moved = time.monotonic()
-            # Nothing read is EOF: the client closed its side. A chunk that came as the stop
-            # half-closed this connection is dropped, like all that follows.
+            # Nothing read is EOF (the client closed); a chunk that came as the stop half-closed us is dropped.
             if not data or stopping:
                 break
             log("[FD:{}]Recv:{!r}", fd, data[:LOG_BYTES])
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             writer.write(data)
-            await writer.drain()  # waits while the client is slow to read
-        # Stopping, every echo written: half-close, then read and discard until the client
-        # closes or the grace ends (close() with unread input would send RST).
+            await writer.drain()
+        # Stopping, every echo written: half-close, then read and drop (close() with unread input sends RST).
         if stopping:
             half_close(writer)
             while await reader.read(BUFSIZE):
                 deadline.moved = time.monotonic()
         log("[FD:{}]Recv:EOF", fd)
         if not writer.is_closing():  # (TLS's close_notify at a stop closed it)
-            writer.close()  # the transport sends what remains, then closes
+            writer.close()
         await writer.wait_closed()
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
-        # asyncio keeps this exception (a future, the reader), and its traceback this frame
-        # with its last chunk: a cycle that lasts until the next full garbage collection.
+        # asyncio keeps e, and its traceback this frame: a cycle that lasts until a full collection.
         e.__traceback__ = None
     finally:
         waiting.discard(writer)
@@ -147,14 +141,13 @@ async def stop_clients(shut):
             shut(client)
     if tasks:
         await asyncio.wait(tasks, timeout=GRACE)
-    # Done: a signal from now on waits, unheard, while asyncio.run() closes the loop, which gives
-    # SIGTERM back its default action (death by the signal, not exit status 0).
+    # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
     hold_stop_signals()
 
 
 def on_signal(task):
-    # Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again, a turn of the loop
-    # later: two cancels that come before the task runs count as one, and the grace would go on.
+    """Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again a turn of the loop
+    later: two cancels that come before the task runs count as one, and the grace would go on."""
     global signals
     signals += 1
     if signals == 1:

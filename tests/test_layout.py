@@ -55,13 +55,6 @@ SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not 
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
 INSTRUMENTS = ["SIGUSR1", "tally", "counted(", "served(", "Accepted:"]
 COMMENT_EVERY = 4.5  # code lines per comment in a lesson, at least (issue 34: about one comment per five)
-# Lessons whose comments are still to be cut to that (issue 34): one a line, so that each family's change merges.
-COMMENTS_NOT_YET_CUT = {
-    "echo_asyncio.py",
-    "echo_asyncio_buffered.py",
-    "echo_asyncio_protocol.py",
-    "echo_asyncio_streams.py",
-}
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
@@ -205,7 +198,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "34 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner)"),
-    "echo_asyncio.py": (360, "the blocking calls become coroutines on one event loop, under the article's names "
+    "echo_asyncio.py": (351, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the read and the stop's drain helpers (receive_chunk(), half_close_then_drain(): 22 lines); the loop watches its own wake-up "
@@ -220,12 +213,12 @@ DIFF_BUDGET_EXCEPTIONS = {
                               "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
                               "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
                               "accept_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
-    "echo_asyncio_streams.py": (230, "asyncio's Server and streams replace the accept loop, send_all() and "
+    "echo_asyncio_streams.py": (220, "asyncio's Server and streams replace the accept loop, send_all() and "
                                      "ready(), receive_chunk() and half_close_then_drain() (28 lines), and the Server's own accept needs on_loop_error(); the optional TLS "
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines); "
                                      "on_signal(), Deadline and queued(), taught above echo_asyncio.py's banner, stand below this one "
                                      "(diff shows the banner and its constants moving past them: 34 lines)"),
-    "echo_asyncio_protocol.py": (161, "the coroutine per client becomes a Protocol's callbacks (every per-client "
+    "echo_asyncio_protocol.py": (154, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in; half_close(), taught above "
                                       "echo_asyncio_streams.py's banner, stands below this one (20 lines); the "
                                       "tasks' stop_clients() goes (a Protocol stops each connection itself: 14 lines)"),
@@ -385,8 +378,7 @@ def lesson_comments(script):
             if token.type == tokenize.COMMENT and first <= token.start[0] < banner]
 
 
-@pytest.mark.parametrize("script", [pytest.param(script, marks=pytest.mark.xfail(
-    script in COMMENTS_NOT_YET_CUT, reason="issue 34: comments not yet cut", strict=True)) for script in SERVERS])
+@pytest.mark.parametrize("script", SERVERS)
 def test_comments_say_why_and_leave_room_for_the_code(script):
     """Issue 34: about one comment per five code lines or more in a lesson (4.5 allowed: "about"), and
     no measured figure in one (a percentage, a time in µs or ms): figures go stale, and RESULTS.md or
