@@ -19,7 +19,6 @@ not the bottleneck.
 """
 import argparse
 import array
-import ast
 import bisect
 import collections
 import dataclasses
@@ -152,13 +151,14 @@ class Rates(NamedTuple):
     sweep: bool
 
 
-# What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
+# What a pattern cannot do, in words: said beside a failed row, never used to skip a server. {workers}: its
+# --workers, as given or as its --help says by default (asked of the server: see workers_of()).
 LIMITS = {
     "echo_simple.py": "it serves one client at a time",
     "echo_select.py": "select() cannot watch descriptors past 1024",
     "echo_select_pool.py": "select() cannot watch descriptors past 1024",
-    "echo_prefork.py": "10 workers serve 10 clients at a time",
-    "echo_prethread.py": "40 threads serve 40 clients at a time",
+    "echo_prefork.py": "{workers} workers serve {workers} clients at a time",
+    "echo_prethread.py": "{workers} threads serve {workers} clients at a time",
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
     "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
 }
@@ -892,6 +892,11 @@ def ms_text(value):
         "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
 
 
+def resolution_text(seconds):
+    """A CPU figure's resolution in words: "1 ns" (schedstat), "20 ms" (clock ticks)."""
+    return "1 ns" if seconds <= 1e-9 else "{:g} ms".format(round(seconds * 1000, 3))
+
+
 def rate_text(rate):
     return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
 
@@ -970,6 +975,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "max_ms": figure("latency max", ms_text, "latency", "ms"),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True, table=True),
+    # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
+    "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
     "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", yes, "server", when=True, table=True),
@@ -1001,6 +1008,7 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     **connect_figures(),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True),
+    "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True),
     **client_figures("connection", True),
 })
 
@@ -1142,7 +1150,8 @@ def sweep(host, port, rates, w, procs, name, server=None):
             break
         before = server.cpu() if server is not None else None
         step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
-        step.server_cpu_s = None if before is None else server.cpu() - before
+        if before is not None:
+            step.server_cpu_s, step.server_cpu_resolution_s = server.cpu() - before
         steps.append(step)
         note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
@@ -1197,27 +1206,117 @@ def error_share(step):
 
 # ---------------------------------------------------------------- --all: every server, ranked
 
-def proc_cpu(pid, group=True):
-    """CPU seconds from /proc (Linux), or None: used by every process in the process group pid, dead
-    children included; or (group=False) {child pid: seconds} for each child of pid (utime + stime: all its
-    threads, ended ones included)."""
-    if not hasattr(os, "sysconf"):  # not Unix (Wine may still show Linux's /proc, of Linux's pids)
+class CPU(NamedTuple):
+    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every
+    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited or
+    children were reaped (/proc/PID/stat counts those in ticks, each rounded down). A window's CPU is
+    after - before: off by at most the coarser of the two readings' resolutions."""
+    seconds: float
+    resolution: float
+
+    def __sub__(self, before):
+        return CPU(self.seconds - before.seconds, max(self.resolution, before.resolution))
+
+
+class Process(NamedTuple):
+    """A process as /proc/PID/stat shows it: its parent, group and state, and its CPU in clock ticks: its own
+    (utime + stime: all its threads, ended ones too) and its reaped children's (cutime + cstime)."""
+    pid: int
+    ppid: int
+    pgrp: int
+    state: str
+    ticks: int
+    children_ticks: int
+
+
+def processes():
+    """Every process /proc shows ([Process]); None where there is no /proc (not Linux). Wine may show
+    Linux's /proc, of Linux's pids, to a Windows CPython: os.sysconf says whether this is Unix."""
+    if not hasattr(os, "sysconf"):
         return None
     try:
-        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return None
-    tick, cpu = os.sysconf("SC_CLK_TCK"), {}
+    found = []
     for entry in entries:
         try:
             with open("/proc/{}/stat".format(entry)) as f:
                 # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
                 fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
+        except OSError:  # it ended while we looked
             continue
-        if int(fields[2 if group else 1]) == pid:
-            cpu[entry] = sum(int(x) for x in fields[11:15 if group else 13]) / tick
-    return sum(cpu.values()) if group else cpu
+        found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
+                             int(fields[13]) + int(fields[14])))
+    return found
+
+
+def process_cpu(p, tick=None):
+    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
+    /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
+    reaped children's ticks. A CPU. A thread running as it is read may not have its current stretch
+    counted yet (the kernel adds it at the next tick or switch): a tick more of resolution for each."""
+    seconds, ticked, running = cpu_of(p, tick)
+    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9)
+
+
+def cpu_of(p, tick=None):
+    """process_cpu()'s reading: (seconds, what its tick terms may be short by, threads running as read)."""
+    tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
+    live, running, schedstat = 0, 0, True
+    try:
+        threads = os.listdir("/proc/{}/task".format(p.pid))
+    except OSError:
+        threads, schedstat = [], False
+    for tid in threads:
+        try:
+            with open("/proc/{}/task/{}/schedstat".format(p.pid, tid)) as f:
+                live += int(f.read().split()[0])  # nanoseconds on a CPU
+            with open("/proc/{}/task/{}/stat".format(p.pid, tid)) as f:
+                running += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except FileNotFoundError:  # the thread ended meanwhile: its time is in the ticks
+            continue
+        except (OSError, ValueError, IndexError):  # no schedstat in this kernel
+            schedstat = False
+            break
+    own = p.ticks * tick
+    if schedstat and live * 1e-9 >= own:  # every thread alive: schedstat's nanoseconds
+        own, resolution = live * 1e-9, 0.0
+    else:  # threads have exited (or no schedstat): utime and stime, each rounded down to a tick
+        own, resolution, running = own, 2 * tick, 0
+    if p.children_ticks:
+        resolution += 2 * tick
+    return own + p.children_ticks * tick, resolution, running
+
+
+def group_cpu(pgid, table=None, settle=0.0):
+    """The CPU used so far by process group pgid (a server started in a session of its own: it and every
+    process it started), from outside: each process's process_cpu(), so that exited threads and reaped
+    children are counted. A CPU; None where there is no /proc. settle: seconds it may wait for the group to
+    be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load has ended."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = processes() if table is None else table
+        if found is None:
+            return None
+        tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
+        for p in found:
+            if p.pgrp == pgid:  # the processes' tick terms add up; nanoseconds stay nanoseconds
+                seconds, ticked, busy = cpu_of(p, tick)
+                total, resolution, running = total + seconds, resolution + ticked, running + busy
+        if not running or table is not None or time.monotonic() >= deadline:
+            return CPU(total, resolution + running / tick or 1e-9)
+        time.sleep(0.001)
+
+
+def children_cpu(pid, table=None):
+    """{child pid: its CPU seconds so far} for each child of pid (a pool's workers), or None where there
+    is no /proc."""
+    table = processes() if table is None else table
+    if table is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return {p.pid: cpu_of(p, tick)[0] for p in table if p.ppid == pid}
 
 
 class RunningServer:
@@ -1227,7 +1326,6 @@ class RunningServer:
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
         self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
-        self.pool = "fork_worker" in declared(script)  # a pool of worker processes, measured one by one
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert,
@@ -1260,15 +1358,17 @@ class RunningServer:
         return status == 1 and said != "" and "\n" not in said and "Traceback" not in said
 
     def cpu(self):
-        return proc_cpu(self.proc.pid)
+        """The CPU its whole process group has used so far (a CPU), or None (no /proc)."""
+        return group_cpu(self.proc.pid, settle=0.1)
 
     def load(self, w):
         """Workload w as this server is spoken to: over TLS, verified against the test certificate."""
         return dataclasses.replace(w, tls=True, cafile=str(TEST_CERT)) if self.tls else w
 
     def workers_cpu(self):
-        """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
-        return proc_cpu(self.proc.pid, group=False) if self.pool else None
+        """Each child process's CPU seconds so far, read from outside ({pid: s}), or None (no /proc). Whether
+        they are a pool is seen across a run: see pool_spread()."""
+        return children_cpu(self.proc.pid)
 
     def alive(self):
         return self.proc.poll() is None
@@ -1298,6 +1398,15 @@ class RunningServer:
         return self.stderr
 
 
+def pool_spread(before, after):
+    """{child pid: CPU seconds in the run} when the server's children are a pool, else None: a pool's workers
+    live through a run (a child that was there before it and is there after), where a process per connection
+    does not. A worker started during the run counts from its start. before, after: children_cpu()'s."""
+    if not before or not after or not set(before) & set(after):
+        return None
+    return {pid: seconds - before.get(pid, 0.0) for pid, seconds in after.items()}
+
+
 def work_seconds(work):
     """How long sum(range(work)), the servers' --work, takes here: the bounds are sized from it."""
     started = time.perf_counter()
@@ -1307,7 +1416,7 @@ def work_seconds(work):
 
 def server_entries(args):
     """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
-    variant of those that declare UVLOOP = True, when uvloop is installed."""
+    variant of those whose --help offers it, when uvloop is installed."""
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
@@ -1323,7 +1432,7 @@ def server_entries(args):
         entries = [(script, common) for script in scripts]
     if not scripts:
         die("no echo_*.py beside client.py")
-    on_uvloop = [script for script in scripts if takes_uvloop(script)]
+    on_uvloop = takes_uvloop(scripts)
     if on_uvloop and importlib.util.find_spec("uvloop"):
         entries += [(script, common + ("--uvloop",)) for script in on_uvloop]
     elif on_uvloop:
@@ -1331,23 +1440,21 @@ def server_entries(args):
     return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
 
 
-def takes_uvloop(script):
-    """True when the server declares, at module level, UVLOOP = True (it then takes --uvloop)."""
-    return declared(script).get("UVLOOP") is True
-
-
-def declared(script):
-    """What a server declares at module level: {name: value} for constants, {name: None} for
-    functions. Read with ast, not run and not searched as text: a comment or a docstring does not count."""
-    try:
-        tree = ast.parse(script.read_text(), str(script))
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    names = {node.name: None for node in tree.body if isinstance(node, ast.FunctionDef)}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            names.update((target.id, node.value.value) for target in node.targets if isinstance(target, ast.Name))
-    return names
+def takes_uvloop(scripts):
+    """The scripts that take --uvloop, as each says in its --help (asked of all at once): nothing is read
+    from a server's source. An option's line in argparse's help starts with it."""
+    asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)) for script in scripts]
+    offered = []
+    for script, proc in asked:
+        try:
+            out = proc.communicate(timeout=30)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0].decode(errors="replace")
+        if any(line.strip().startswith("--uvloop") for line in out.splitlines()):
+            offered.append(script)
+    return offered
 
 
 def why_failed(result, w, name):
@@ -1355,7 +1462,28 @@ def why_failed(result, w, name):
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
     text = "{:,} of {:,} messages echoed; {}".format(result.messages, result.expected, happened)
     limit = LIMITS.get(name.split()[0])
+    if limit and "{workers}" in limit:
+        limit = limit.format(workers=workers_of(name.split()))
     return text + ("; the pattern's limit: " + limit if limit else "")
+
+
+def workers_of(command):
+    """A server's --workers: as given in command ([script, flags...], flags as --all passes them), else the
+    default its --help states ("(default: 10)"); "its --workers" where neither says."""
+    flags = command[1:]
+    for i, flag in enumerate(flags):
+        if flag == "--workers" and i + 1 < len(flags):
+            return flags[i + 1]
+        if flag.startswith("--workers="):
+            return flag.split("=", 1)[1]
+    try:
+        out = subprocess.run([sys.executable, str(HERE / command[0]), "--help"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    said = " ".join(out.split()).split("--workers N ", 1)[-1] if "--workers N " in out else ""
+    default = said.split("(default: ", 1)[1].split(")", 1)[0] if "(default: " in said else ""
+    return default if default.isdigit() else "its --workers"
 
 
 def skip(skipped, server):
@@ -1418,10 +1546,11 @@ def run_all(args, entries, skipped):
                 before, workers_before = server.cpu(), server.workers_cpu()
                 result = measure("127.0.0.1", server.port, server.load(load), args.procs)
                 after, workers_after = server.cpu(), server.workers_cpu()
-                result.server_cpu_s = None if before is None else after - before
-                if rep and workers_after is not None:  # each worker's CPU in this run (not the warm-up);
-                    for pid, seconds in workers_after.items():  # one started during the run, from its start
-                        used = seconds - (workers_before or {}).get(pid, 0.0)
+                if before is not None:
+                    result.server_cpu_s, result.server_cpu_resolution_s = after - before
+                spread = pool_spread(workers_before, workers_after)
+                if rep and spread:  # each worker's CPU in this run (not the warm-up)
+                    for pid, used in spread.items():
                         row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
                 note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
@@ -1455,6 +1584,8 @@ def summarize(server, runs, failed, worker_cpu):
         row.worker_cpu_s = sorted((round(s / len(runs), 3) for s in worker_cpu.values()), reverse=True)
         total = sum(row.worker_cpu_s)
         row.busiest_cpu_share, row.even_share = row.worker_cpu_s[0] / total if total else None, 1 / len(worker_cpu)
+    if row.server_cpu_resolution_s is not None:  # the coarsest run's
+        row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
     if row.server_cpu_s is not None:
         row.msgs_per_server_cpu_s = row.messages / row.server_cpu_s if row.server_cpu_s else None
         row.client_bound = row.client_cpu_s > row.server_cpu_s

@@ -35,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, messages_per_cpu_second, table  # puts tests/ on sys.path
+from common import ROOT, SERVER_CORE, messages_per_cpu_second, table  # its path finds the tests' harness
 from deadline_cost import SCENARIOS
 from helpers import TIMEOUT, kill_group, wait_until
 

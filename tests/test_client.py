@@ -159,27 +159,34 @@ def offers_uvloop(script):
                                         timeout=TIMEOUT).stdout
 
 
-@pytest.mark.parametrize("source, declared", [
-    ("UVLOOP = True\n", True), ("UVLOOP = False\n", False), ("", False), ("# UVLOOP = True\n", False),
-    ('"""UVLOOP = True"""\n', False), ("def main():\n    UVLOOP = True\n", False),
-    ("parse_args(uvloop=True)\n", False), ("UVLOOP = 1\n", False), ("def broken(:\n", False)])
-def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared, client_module):
+PARSER = 'import argparse\nparser = argparse.ArgumentParser(description="Run with --uvloop.")\n'
+
+
+@pytest.mark.parametrize("source, offered", [
+    (PARSER + 'parser.add_argument("--uvloop", action="store_true")\nparser.parse_args()\n', True),
+    (PARSER + 'parser.add_argument("--uvloop", action="store_true", help="run on uvloop")\nparser.parse_args()\n',
+     True),
+    (PARSER + 'parser.add_argument("--work", help="not --uvloop")\nparser.parse_args()\n', False),
+    ("UVLOOP = True\n" + PARSER + "parser.parse_args()\n", False),  # its source is never read
+    ('"""A server; --uvloop some day."""\nimport sys\n', False), ("def broken(:\n", False)])
+def test_uvloop_support_is_what_the_servers_help_offers(tmp_path, source, offered, client_module):
+    """Whether a server takes --uvloop is asked of it (its --help lists the option), not read from its source:
+    a docstring, a description or another option's help that names the flag does not count."""
     script = tmp_path / "echo_x.py"
-    script.write_text('"""A server."""\nimport sys\n' + source)
-    assert client_module.takes_uvloop(script) is declared
+    script.write_text(source)
+    assert client_module.takes_uvloop([script]) == ([script] if offered else [])
 
 
-def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path, client_module):
-    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server that declares
-    UVLOOP = True; in a copy of the servers, that constant is added (faked) to those whose --help
-    offers --uvloop, so the rows must be exactly the servers that take the flag."""
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_offer_it(tmp_path, client_module):
+    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help
+    offers --uvloop, in a copy of the servers where UVLOOP = True is taken away from every file (client.py
+    reads no server's source): the rows must be exactly the servers that take the flag."""
     offered = {name for name in SERVERS if offers_uvloop(ROOT / name)}
     assert "echo_asyncio_protocol.py" in offered
-    declared = {name for name in SERVERS if client_module.takes_uvloop(ROOT / name)}
-    assert not declared or declared == offered, "a server takes --uvloop without UVLOOP = True, or the reverse"
+    assert {script.name for script in client_module.takes_uvloop([ROOT / name for name in SERVERS])} == offered
     for name in SERVERS:
         source = (ROOT / name).read_text()
-        (tmp_path / name).write_text(source + ("\nUVLOOP = True\n" if name in offered - declared else ""))
+        (tmp_path / name).write_text(source.replace("\nUVLOOP = True", "\nUVLOOP_ = True"))
     code = ("import importlib.util, json\n"
             "client.HERE = client.Path({!r})\n"
             "real = importlib.util.find_spec\n"
