@@ -40,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -136,6 +137,9 @@ PRESETS = {
 }
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
+# What --all runs without --scenario and without a load shape: the README chart's scenario.
+DEFAULT_SCENARIO = "article-100"
+SHAPE_FLAGS = ("clients", "connects", "messages", "size", "seconds", "hold")  # a load shape: --all runs "custom"
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
@@ -1151,7 +1155,7 @@ def sweep(host, port, rates, w, procs, name, server=None):
         before = server.cpu() if server is not None else None
         step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
         if before is not None:
-            step.server_cpu_s, step.server_cpu_resolution_s = server.cpu() - before
+            step.server_cpu_s, step.server_cpu_resolution_s, _ = server.cpu() - before
         steps.append(step)
         note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
@@ -1208,14 +1212,21 @@ def error_share(step):
 
 class CPU(NamedTuple):
     """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every
-    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited or
-    children were reaped (/proc/PID/stat counts those in ticks, each rounded down). A window's CPU is
-    after - before: off by at most the coarser of the two readings' resolutions."""
+    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited
+    (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
+    process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
+    coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
+    (where none did, that term is the same on both sides and adds nothing)."""
     seconds: float
     resolution: float
+    reaped: tuple = ()
 
     def __sub__(self, before):
-        return CPU(self.seconds - before.seconds, max(self.resolution, before.resolution))
+        changed = set(self.reaped) ^ set(before.reaped)
+        ticks = 2 * len({pid for pid, _ in changed}) / os.sysconf("SC_CLK_TCK") if changed else 0.0
+        resolution = max(self.resolution if self.resolution > 1e-9 else 0.0,
+                         before.resolution if before.resolution > 1e-9 else 0.0) + ticks
+        return CPU(self.seconds - before.seconds, resolution or 1e-9)
 
 
 class Process(NamedTuple):
@@ -1257,7 +1268,8 @@ def process_cpu(p, tick=None):
     reaped children's ticks. A CPU. A thread running as it is read may not have its current stretch
     counted yet (the kernel adds it at the next tick or switch): a tick more of resolution for each."""
     seconds, ticked, running = cpu_of(p, tick)
-    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9)
+    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9,
+               ((p.pid, p.children_ticks),) if p.children_ticks else ())
 
 
 def cpu_of(p, tick=None):
@@ -1284,29 +1296,104 @@ def cpu_of(p, tick=None):
         own, resolution = live * 1e-9, 0.0
     else:  # threads have exited (or no schedstat): utime and stime, each rounded down to a tick
         own, resolution, running = own, 2 * tick, 0
-    if p.children_ticks:
-        resolution += 2 * tick
     return own + p.children_ticks * tick, resolution, running
 
 
-def group_cpu(pgid, table=None, settle=0.0):
+def group_cpu(pgid, table=None, settle=0.0, tree=False):
     """The CPU used so far by process group pgid (a server started in a session of its own: it and every
     process it started), from outside: each process's process_cpu(), so that exited threads and reaped
-    children are counted. A CPU; None where there is no /proc. settle: seconds it may wait for the group to
-    be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load has ended."""
+    children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
+    socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
+    for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
+    has ended."""
     deadline = time.monotonic() + settle
     while True:
         found = processes() if table is None else table
         if found is None:
             return None
         tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
-        for p in found:
-            if p.pgrp == pgid:  # the processes' tick terms add up; nanoseconds stay nanoseconds
-                seconds, ticked, busy = cpu_of(p, tick)
-                total, resolution, running = total + seconds, resolution + ticked, running + busy
+        chosen = descendants(pgid, found) if tree else [p for p in found if p.pgrp == pgid]
+        for p in chosen:
+            seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
+            total, resolution, running = total + seconds, resolution + ticked, running + busy
         if not running or table is not None or time.monotonic() >= deadline:
-            return CPU(total, resolution + running / tick or 1e-9)
+            return CPU(total, resolution + running / tick or 1e-9,
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks))
         time.sleep(0.001)
+
+
+def descendants(pid, table):
+    """[Process] of pid and every process below it, but for this one and its own (a server that started
+    client.py, as a test may, is not charged with the client's CPU)."""
+    below, found, more = collections.defaultdict(list), [], [pid]
+    for p in table:
+        below[p.ppid].append(p)
+    here = {p.pid: p for p in table}
+    while more:
+        pid = more.pop()
+        if pid == os.getpid():
+            continue
+        if pid in here:
+            found.append(here[pid])
+        more += [child.pid for child in below[pid]]
+    return found
+
+
+def is_local(host):
+    """Whether host is an address of this machine (the loopback, or one a socket may bind here)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+            return True
+        except OSError:
+            continue
+    return False
+
+
+def listening_server(port):
+    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
+    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
+    or (None, why not in words)."""
+    if not os.path.isdir("/proc/self/fd"):
+        return None, "this system has no /proc (Linux only)"
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
+        inodes |= {row[9] for row in rows
+                   if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+    if not inodes:
+        return None, "no socket listens on port {} on this machine (a remote server, or another network " \
+                     "namespace)".format(port)
+    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            fds = os.listdir("/proc/{}/fd".format(entry))
+        except OSError:  # another user's process, or gone
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/{}/fd/{}".format(entry, fd)) in wanted:
+                    owners.add(int(entry))
+                    break
+            except OSError:
+                continue
+    if not owners:
+        return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
+                     "that user)".format(port)
+    parents = {p.pid: p.ppid for p in processes() or () if p.pid in owners}
+    return min(owners, key=lambda pid: (parents.get(pid) in owners, pid)), None
 
 
 def children_cpu(pid, table=None):
@@ -1547,7 +1634,7 @@ def run_all(args, entries, skipped):
                 result = measure("127.0.0.1", server.port, server.load(load), args.procs)
                 after, workers_after = server.cpu(), server.workers_cpu()
                 if before is not None:
-                    result.server_cpu_s, result.server_cpu_resolution_s = after - before
+                    result.server_cpu_s, result.server_cpu_resolution_s, _ = after - before
                 spread = pool_spread(workers_before, workers_after)
                 if rep and spread:  # each worker's CPU in this run (not the warm-up)
                     for pid, used in spread.items():
@@ -1593,9 +1680,21 @@ def summarize(server, runs, failed, worker_cpu):
 
 
 def rank(rows):
-    """The servers that passed, fastest first, then those that failed."""
-    return sorted((r for r in rows if not r.failed), key=lambda r: -r.msgs_per_s) + sorted(
-        (r for r in rows if r.failed), key=lambda r: r.server)
+    """The servers that passed, the cheapest first (the most messages per server CPU-second) wherever the
+    server's CPU was measured, else the fastest (msgs/s); then those that failed."""
+    passed = [r for r in rows if not r.failed]
+    key = ranked_by(passed)
+    return sorted(passed, key=lambda r: -getattr(r, key)) + sorted((r for r in rows if r.failed),
+                                                                    key=lambda r: r.server)
+
+
+def ranked_by(rows):
+    """The figure rows that passed are ranked by: messages per server CPU-second where every one has it."""
+    return "msgs_per_server_cpu_s" if rows and all(r.msgs_per_server_cpu_s for r in rows) else "msgs_per_s"
+
+
+RANKED_BY = {"msgs_per_server_cpu_s": "ranked by messages per server CPU-second, the cheapest first",
+             "msgs_per_s": "ranked by msgs/s (the servers' CPU was not measured here)"}
 
 
 # ---------------------------------------------------------------- reporting: text, Markdown and SVG
@@ -1615,8 +1714,9 @@ def knee_rule_text(rule=KNEE_RULE):
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
-def report(r, w, procs, out=sys.stdout):
-    """The single-server report: the workload, the record's figures line by line, then what they mean."""
+def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
+    """The single-server report: the workload, the record's figures line by line, then what they mean (and,
+    in a line, why the server's CPU is not there)."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
     print("\n".join(text_lines(r)), file=out)
     step = isinstance(r, Step)
@@ -1632,7 +1732,10 @@ def report(r, w, procs, out=sys.stdout):
                                            "rate): the rate was not offered, and the response times include the "
                                            "client's own lag; add --procs or lower --rate".format(100 * KEPT_SCHEDULE)),
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
-             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server")):
+             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
+            (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
+                                         "process below it, from /proc"),
+            (cpu_not_measured, "the server's CPU is not measured: {}".format(cpu_not_measured))):
         if applies:
             print("{:<10} {}".format("note", text), file=out)
 
@@ -1652,6 +1755,65 @@ def markdown(tables, sweeps=(), skipped=None):
     return "\n".join(lines)
 
 
+WIDTH = 100  # --all's terminal output fits this many columns; --markdown and --json carry every figure
+# The terminal's columns, short titles for a closed-loop table's first figures.
+TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "server_cpu_s": "CPU s", "server_cpu_resolution_s": "+-",
+                    "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
+TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second; CPU s: the server's CPU in a run, +- what it may be "
+                "short by; p99 ms: a message's round trip.")
+
+
+def terminal_text(tables, sweeps=(), skipped=None):
+    """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
+    first figures, the sweeps' knees, the servers skipped. The full tables are markdown()'s."""
+    lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
+                                                       machine())) + [""]
+    for table in tables:
+        good = [r for r in table["rows"] if not r.failed]
+        lines += wrapped("{}: {}{}; {}{}.".format(
+            table["scenario"], describe(table["workload"]), ", servers run --work {}".format(table["server_work"])
+            if table["server_work"] else "", RANKED_BY[ranked_by(good)], ", median of the measured runs"))
+        figures = dict(figures_of(Run))
+        carried = [name for name in TERMINAL_COLUMNS if any(getattr(r, name) is not None for r in good)]
+        heads = ["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]
+        rows = [[str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
+                for n, r in enumerate(good, 1)]
+        widths = [max(len(row[i]) for row in [heads] + rows) for i in range(len(heads))]
+        room = WIDTH - sum(widths) - 2 * (len(widths) - 1) + widths[1]  # what the server's names may take
+        widths[1] = max(12, min(widths[1], room))
+        for row in [heads] + rows:
+            row[1] = row[1] if len(row[1]) <= widths[1] else row[1][:widths[1] - 3] + "..."
+            lines.append("  ".join(text.ljust(width) if i == 1 else text.rjust(width)
+                                   for i, (text, width) in enumerate(zip(row, widths))).rstrip())
+        for r in table["rows"]:
+            if r.failed:
+                lines += wrapped("- {} failed: {}".format(r.server, r.failed), "    ")
+        lines.append("")
+    if sweeps:
+        lines += wrapped("{}: open loop, {} connections/s, {:g} s each; {}.".format(
+            sweeps[0]["scenario"], rates_text(sweeps[0]["rates"]), sweeps[0]["workload"].duration, knee_rule_text()))
+        width = max([len(s["server"]) for s in sweeps] + [6])
+        lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format("rank", "server", width, "knee conns/s", "p99 ms there"))
+        for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
+            place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
+            at_knee = [step for step in s["steps"] if step.offered_rate == s["knee"]]
+            lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format(place if s["knee"] is not None else "-", s["server"],
+                                                                width, knee_text(s), ms_text(at_knee[0].p99_ms)
+                                                                if at_knee else "-")[:WIDTH])
+        lines.append("")
+    if skipped:
+        lines += ["Skipped, as they cannot run here:"] + [line for name, why in sorted(skipped.items())
+                                                          for line in wrapped("- " + skipped_text(name, why), "  ")]
+        lines.append("")
+    key = wrapped(TERMINAL_KEY) if tables else []
+    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json."))
+
+
+def wrapped(text, indent=""):
+    """text as lines of WIDTH columns at most."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+
 def table_lines(records, first=()):
     """Records as a Markdown table: a column per table figure that any of them carries, after the
     leading columns first ([(title, function of a record)])."""
@@ -1668,8 +1830,9 @@ def table_lines(records, first=()):
 def table_markdown(table):
     """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
     w = table["workload"]
-    lines = ["### {}: {}{}".format(table["scenario"], describe(w), ", servers run --work {}".format(
-        table["server_work"]) if table["server_work"] else ""), ""]
+    lines = ["### {}: {}{}; {}".format(table["scenario"], describe(w), ", servers run --work {}".format(
+        table["server_work"]) if table["server_work"] else "", RANKED_BY[ranked_by(
+            [r for r in table["rows"] if not r.failed])]), ""]
     if w.hold:
         lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
                   "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
@@ -2054,10 +2217,11 @@ def sweeps_from(args):
 
 def scenarios_from(args):
     """[(name, Workload, server --work)] for the closed-loop scenarios asked for."""
-    if not args.scenario:
+    if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    for name, p in ((name, PRESETS[name]) for name in args.scenario if not PRESETS[name].rates):
+    names = args.scenario or [DEFAULT_SCENARIO]
+    for name, p in ((name, PRESETS[name]) for name in names if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
                      hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
@@ -2079,6 +2243,11 @@ def parse_args(argv):
     parser = build_parser()
     parser.error = lambda message: die(message, 2)  # a bad argument is one line, not argparse's usage block
     args = parser.parse_args(argv)
+    # Whether a load shape was given (--all runs it as "custom"; without one, DEFAULT_SCENARIO): parsed again
+    # with those defaults replaced by a mark, so that an explicit --clients 50 counts.
+    shadow, unset = build_parser(), object()
+    shadow.set_defaults(**dict.fromkeys(SHAPE_FLAGS, unset))
+    args.shaped = any(getattr(shadow.parse_args(argv), name) is not unset for name in SHAPE_FLAGS)
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
@@ -2184,11 +2353,23 @@ def one_server(args):
                                                           [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
+    pid, why = listening_server(args.port) if is_local(args.host) else (None, "the server is not on this machine")
+    before = group_cpu(pid, settle=0.1, tree=True) if pid else None
     result = measure(args.host, args.port, w, args.procs)
+    if before is not None:
+        result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
+        if isinstance(result, Run):
+            result.msgs_per_server_cpu_s = result.messages / result.server_cpu_s if result.server_cpu_s else None
+            result.client_bound = result.client_cpu_s > result.server_cpu_s
+    else:
+        why = why or "its process could not be read"
     if args.json:
         print(to_json(result))
+        if why:
+            note("server CPU not measured: " + why)
     else:
-        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)))
+        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)),
+               cpu_not_measured=why)
     if args.rate is None:
         return 0 if not result.errors and result.messages == result.expected else 1
     lost = result.scheduled - result.connections - result.client_ports_exhausted - result.client_descriptors_exhausted
@@ -2211,13 +2392,16 @@ def check_tls(sock, args):
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
     entries, skipped = server_entries(args), {}
+    if not args.scenario and not args.shaped and args.rate is None:
+        note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
+            DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
     tables = run_all(args, entries, skipped) if scenarios_from(args) else []
     sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
     text = markdown(tables, sweeps, skipped)
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
-    print(to_json(results, indent=1) if args.json else text)
+    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped))
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:

@@ -507,3 +507,68 @@ def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):
     svg = c.chart([{"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}], [])
     assert "messages per server CPU-second" in svg and ">900<" in svg
     assert svg.index("echo_cheap.py") < svg.index("echo_fast.py") < svg.index("echo_broken.py")
+
+
+# ---- --all: ranked by messages per server CPU-second, for a terminal of 100 columns
+
+def all_table(client_module, rows, scenario="article-100"):
+    w = client_module.Workload(clients=100, connects=5, messages=50)
+    return {"scenario": scenario, "workload": w, "server_work": 0, "rows": client_module.rank(rows)}
+
+
+def test_all_ranks_by_messages_per_server_cpu_second_and_says_so(client_module):
+    """The order follows the CPU figure, not msgs/s (which moves with the client and the machine), and
+    the table's title says so; where a server's CPU was not measured, msgs/s ranks, and the title says that."""
+    run = client_module.Run
+    rows = [run(server="echo_fast.py", msgs_per_s=90000.0, msgs_per_server_cpu_s=50000.0, server_cpu_s=0.5),
+            run(server="echo_cheap.py", msgs_per_s=60000.0, msgs_per_server_cpu_s=120000.0, server_cpu_s=0.2),
+            run(server="echo_broken.py", failed="2 reset"),
+            run(server="echo_middle.py", msgs_per_s=70000.0, msgs_per_server_cpu_s=80000.0, server_cpu_s=0.3)]
+    table = all_table(client_module, rows)
+    assert [r.server for r in table["rows"]] == ["echo_cheap.py", "echo_middle.py", "echo_fast.py", "echo_broken.py"]
+    heading = client_module.table_markdown(table)[0]
+    assert "ranked by messages per server CPU-second" in heading, heading
+    text = client_module.terminal_text([table])
+    assert "ranked by messages per server CPU-second" in " ".join(text.split())
+    order = [line.split()[1] for line in text.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"])]
+    assert order == ["echo_cheap.py", "echo_middle.py", "echo_fast.py"], text
+    unmeasured = [run(server="echo_a.py", msgs_per_s=1.0), run(server="echo_b.py", msgs_per_s=2.0)]
+    table = all_table(client_module, unmeasured)
+    assert [r.server for r in table["rows"]] == ["echo_b.py", "echo_a.py"]
+    assert "ranked by msgs/s" in client_module.table_markdown(table)[0]
+
+
+def test_all_fits_a_terminal_of_100_columns(client_module):
+    """Every figure of every row stays in --markdown; the terminal gets lines of 100 columns at most, even
+    with long server names, a long failure and a sweep."""
+    run = client_module.Run
+    rows = [run(server="echo_shared_socket.py --accept exclusive --workers 16 --backlog 4096", msgs_per_s=123456.0,
+                msgs_per_server_cpu_s=1234567.0, server_cpu_s=12.34, server_cpu_resolution_s=0.02, p99_ms=1234.0,
+                connect_s=0.1, echo_s=0.2, total_s=0.3, client_cpu_s=1.0, connect_p99_ms=1.0, syn_retries=0,
+                max_open=100, client_bound=True, worker_cpu_s=[0.5, 0.4], busiest_cpu_share=0.55, even_share=0.5),
+            run(server="echo_selectors_tls.py (TLS)", msgs_per_s=1.0, msgs_per_server_cpu_s=2.0, server_cpu_s=1.0,
+                server_cpu_resolution_s=1e-9, p99_ms=1.0),
+            run(server="echo_simple.py", failed="12 of 25,000 messages echoed; 24,988 no echo within 10 s; the "
+                "pattern's limit: it serves one client at a time " * 2)]
+    sweep = dict(client_module.no_sweep("echo_asyncio_buffered.py --uvloop"), scenario="pingpong-sweep",
+                 rates=[1000, 2000], workload=client_module.Workload(rate=1000, duration=1.0, messages=1))
+    text = client_module.terminal_text([all_table(client_module, rows)], [sweep],
+                                       {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks " * 3})
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert "echo_simple.py failed" in text and "pingpong-sweep" in text and "echo_epoll.py" in text
+    markdown = "\n".join(client_module.table_markdown(all_table(client_module, rows)))
+    assert max(len(line) for line in markdown.splitlines()) > 100  # the full table is --markdown's
+
+
+def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module):
+    """--all alone runs article-100, the scenario of the README's chart (results.svg); a load shape given
+    (even the default's own numbers) runs as "custom"."""
+    readme = (ROOT / "README.md").read_text()
+    assert "results.svg" in readme and client_module.DEFAULT_SCENARIO == "article-100"
+    assert "[results.svg](results.svg) draws article-100's" in (ROOT / "RESULTS.md").read_text()
+    names = [name for name, _, _ in client_module.scenarios_from(client_module.parse_args(["--all"]))]
+    assert names == ["article-100"]
+    for shape in (["--clients", "50"], ["--messages", "3"], ["--hold", "--connects", "1"]):
+        names = [name for name, _, _ in client_module.scenarios_from(client_module.parse_args(["--all", *shape]))]
+        assert names == ["custom"], shape
+    assert "article-100" in (ROOT / "CLIENT.md").read_text().split("## Every server: --all", 1)[1][:1500]
