@@ -1355,12 +1355,11 @@ def is_local(host):
     return False
 
 
-def listening_server(port):
-    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
-    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
-    or (None, why not in words)."""
-    if not os.path.isdir("/proc/self/fd"):
-        return None, "this system has no /proc (Linux only)"
+def listening_sockets(port):
+    """The inodes of the sockets that listen on TCP port on this machine (Linux: /proc/net/tcp and tcp6,
+    this network namespace's), or None where there is no /proc to say."""
+    if not os.path.isdir("/proc/self/fd") or not os.path.exists("/proc/net/tcp"):
+        return None
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
@@ -1371,6 +1370,16 @@ def listening_server(port):
         # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
         inodes |= {row[9] for row in rows
                    if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+    return inodes
+
+
+def listening_server(port):
+    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
+    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
+    or (None, why not in words)."""
+    inodes = listening_sockets(port)
+    if inodes is None:
+        return None, "this system has no /proc (Linux only)"
     if not inodes:
         return None, "no socket listens on port {} on this machine (a remote server, or another network " \
                      "namespace)".format(port)
@@ -2356,6 +2365,8 @@ def one_server(args):
     pid, why = listening_server(args.port) if is_local(args.host) else (None, "the server is not on this machine")
     before = group_cpu(pid, settle=0.1, tree=True) if pid else None
     result = measure(args.host, args.port, w, args.procs)
+    if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
+        die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if before is not None:
         result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
         if isinstance(result, Run):
@@ -2414,13 +2425,18 @@ def main(argv=None):
     try:
         if args.all:
             return run_every_server(args)
-        try:  # nothing listening is one clear line, not a page of errors
-            probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
-        except OSError as e:
-            die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
-        with probe:
-            if args.tls:
-                check_tls(probe, args)
+        # Nothing listening is one clear line, not a page of errors. Where /proc shows the port listening
+        # here, no connection is made to find out (the server would log it); elsewhere, and for --tls (a
+        # handshake first: a certificate that cannot be verified is one line too), one connection is,
+        # closed at once: the server logs it as an Accept and an EOF (CLIENT.md, "The probe").
+        if args.tls or not (is_local(args.host) and listening_sockets(args.port)):
+            try:
+                probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
+            except OSError as e:
+                die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+            with probe:
+                if args.tls:
+                    check_tls(probe, args)
         return one_server(args)
     except KeyboardInterrupt:
         note("interrupted")

@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, client, client_json, echo_processes,
-                     python_with_client, started_and_stopped, steady, unix_interpreter)
+                     python_with_client, started_and_stopped, steady, unix_interpreter, wait_until)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
@@ -224,6 +224,7 @@ class Counting:
         self.sock.setblocking(False)
         self.port, self.open, self.most = self.sock.getsockname()[1], 0, 0
         self.peers = set()  # the source addresses it accepted from
+        self.accepted = 0  # connections accepted in all
         self.stopping, self.pause = False, pause
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
@@ -241,6 +242,7 @@ class Counting:
                         while True:
                             conn, peer = self.sock.accept()
                             self.peers.add(peer[0])
+                            self.accepted += 1
                             selector.register(conn, selectors.EVENT_READ)
                             self.open += 1
                             self.most = max(self.most, self.open)
@@ -572,3 +574,18 @@ def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module
         names = [name for name, _, _ in client_module.scenarios_from(client_module.parse_args(["--all", *shape]))]
         assert names == ["custom"], shape
     assert "article-100" in (ROOT / "CLIENT.md").read_text().split("## Every server: --all", 1)[1][:1500]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/net/tcp says the port listens")
+def test_the_server_sees_the_runs_connections_and_no_probe(counting_server):
+    """Against a server on this machine, /proc says the port listens: client.py connects to nothing first, so
+    "Try it" logs exactly its connections. Where /proc cannot say (faked here), one probe connection comes
+    first, closed at once: what CLIENT.md's "The probe" and README's "Try it" tell the reader."""
+    server = counting_server(backlog=128)
+    shape = ["--port", str(server.port), "--clients", "2", "--connects", "3", "--messages", "1", "--procs", "1"]
+    assert client_json(*shape)[0]["connections"] == 6
+    assert wait_until(lambda: server.accepted == 6) and server.accepted == 6
+    client_json(*shape, prelude="import client\nclient.listening_sockets = lambda port: None")
+    assert wait_until(lambda: server.accepted == 6 + 7) and server.accepted == 13
+    assert "#the-probe" in (ROOT / "README.md").read_text() and "## The probe" in (ROOT / "CLIENT.md").read_text()
