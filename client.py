@@ -2288,63 +2288,54 @@ def parse_args(argv):
 
 
 def build_parser():
-    # The docstring's first paragraph says what client.py is; its examples close the help.
-    about, examples = __doc__.rstrip().rsplit("\n\n", 1)
-    parser = argparse.ArgumentParser(description=about, epilog="examples:\n" + examples,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    # The docstring's first line says what client.py is; its examples close the help. What each flag means at
+    # length is CLIENT.md's: the help stays within a screen (60 lines).
+    about, examples = __doc__.split("\n", 1)[0], __doc__.rstrip().rsplit("\n\n", 1)[1]
+    parser = argparse.ArgumentParser(description=about + "\nEvery flag and figure at length: CLIENT.md.",
+                                     usage="%(prog)s [--host H] [--port PORT | --all] [options]",
+                                     epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("what to measure").add_argument
-    group("--host", default="127.0.0.1", metavar="H", help="the server's address, IPv4 or IPv6 (default: %(default)s)")
+    group("--host", default="127.0.0.1", metavar="H", help="server address, IPv4 or IPv6 (default: %(default)s)")
     group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
-    group("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
-    group("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
-          "after its name: 'shared_socket --accept one,reuseport'")
-    group("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
-        name + (" (open loop, {}/s)".format(p.rates) if p.rates else "") for name, p in PRESETS.items()))
-    group("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its name (--host); "
-          "reports the handshakes. Each connection makes a full handshake")
+    group("--all", action="store_true", help="rank every echo_*.py here (scenario: {})".format(DEFAULT_SCENARIO))
+    group("--servers", type=names, metavar="LIST", help="with --all, only these: 'epoll,select'")
+    group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
+    group("--tls", action="store_true", help="speak TLS and verify the server (full handshakes)")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
     group("--clients", type=number(1, 100000), default=50, metavar="N",
-          help="concurrent clients, the article's WORKER_COUNT (default: %(default)s)")
+          help="concurrent clients, WORKER_COUNT (default: %(default)s)")
     group("--connects", type=number(1, 100000), default=5, metavar="C",
-          help="connections each client opens, one after another: ACTION_COUNT (default: %(default)s)")
+          help="connections per client, ACTION_COUNT (default: %(default)s)")
     group("--messages", type=number(1, 1000000), metavar="M",
-          help="ping-pong messages per connection, SEND_RECV_COUNT (default: 50; 1 with --rate)")
+          help="messages per connection, SEND_RECV_COUNT (default: 50)")
     group("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
-    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges messages for S "
-          "seconds instead of --messages (wrk's long-lived connections)")
-    group("--hold", action="store_true", help="open every connection first and hold them all, then send (as the c* "
-          "presets do); reports the connect and echo phases apart")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
+    group("--hold", action="store_true", help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
-    group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="start R new connections a second, whether or not "
-          "earlier ones have finished, each doing --messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names "
-          "the knee. Response times count from each connection's scheduled start. One source address opens at most "
-          "about 14,000 new connections a second (its local ports), so against 127.x the client takes {} source "
-          "addresses in turn".format(SOURCES))
+    group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
+          "knee; past 14,000/s, {} source addresses".format(SOURCES))
     group("--duration", type=number(0.1, 3600, float), default=5.0, metavar="S",
           help="seconds of arrivals at each rate (default: %(default)s)")
     group = parser.add_argument_group("output").add_argument
-    group("--json", action="store_true", help="print one JSON object instead of text (or Markdown)")
-    group("--markdown", metavar="FILE", help="with --all, also write the tables as Markdown")
+    group("--json", action="store_true", help="print one JSON object instead of text")
+    group("--markdown", metavar="FILE", help="with --all, also write every figure as Markdown")
     group("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
     group = parser.add_argument_group("advanced").add_argument
-    group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S", help="seconds any one wait may "
-          "take before that connection counts as failed (default: %(default)s)")
+    group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S",
+          help="the bound on any one wait (default: %(default)s)")
     group("--procs", type=number(1, 1024), default=usable_cpu_count(), metavar="P",
-          help="client worker processes (default: one per CPU it may run on, %(default)s)")
-    group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K", help="connects in flight "
-          "at once, over all worker processes: a burst of connects overflows the server's listen queue and waits on "
-          "SYN retries (default: %(default)s)")
-    group("--cafile", metavar="FILE",
-          help="with --tls, the CA certificates to verify the server against (default: the system's)")
-    group("--tls-resume", action="store_true",
-          help="with --tls, resume each worker's first session (TLS 1.3 tickets) instead of full handshakes")
-    group("--server-args", metavar="FLAGS", help="with --all, flags for every server, e.g. '--workers 4'")
-    group("--scale", type=number(0.001, 1, float), default=0.05, metavar="F", help="with --all, the fraction of the "
-          "article's 100 connections per client that the article-* presets run (default: %(default)s)")
+          help="processes (default: one per CPU it may run on, %(default)s)")
+    group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
+          help="connects in flight at once (default: %(default)s)")
+    group("--cafile", metavar="FILE", help="with --tls, CA certificates (default: the system's)")
+    group("--tls-resume", action="store_true", help="with --tls, resume TLS 1.3 sessions")
+    group("--server-args", metavar="FLAGS", help="with --all, flags for every server: '--workers 4'")
+    group("--scale", type=number(0.001, 1, float), default=0.05, metavar="F",
+          help="with --all, article-* presets' scale (default: %(default)s)")
     group("--repeat", type=number(1, 100), default=3, metavar="N",
-          help="with --all, measured runs per server; the median is shown (default: %(default)s)")
+          help="with --all, measured runs; the median (default: %(default)s)")
     group("--work", type=number(0, 10**9), default=0, metavar="N",
-          help="with --all, start the servers with --work N (default: %(default)s)")
+          help="with --all, the servers' --work N (default: %(default)s)")
     return parser
 
 

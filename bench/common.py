@@ -6,6 +6,7 @@ servers with the tests' harness (tests/helpers.py's Server) find it through the 
 import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -84,6 +85,23 @@ def messages_per_cpu_second(server_pid, port, flags, label):
     per CPU-second of the server's process group. Any error or lost message ends the benchmark."""
     figures, used = pinned_figures(server_pid, port, flags, label)
     return figures["messages"] / used
+
+
+def interpreter_name(where):
+    """An interpreter as the documents name it, without this machine's paths: "pyenv's 3.11.7",
+    "python3.15 in a chroot", or its file's name."""
+    if where.startswith("chroot:"):
+        return "{} in a chroot".format(os.path.basename(where.rsplit(":", 1)[1]))
+    pyenv = re.search(r"/\.pyenv/versions/([^/]+)/", where)
+    return "pyenv's {}".format(pyenv.group(1)) if pyenv else os.path.basename(where)
+
+
+def without_paths(text):
+    """bench/python_versions.py's text with no path of the machine it ran on: each --python's interpreter
+    as PATH (chroot:ROOT:PATH), each interpreter named in parentheses by interpreter_name()."""
+    text = re.sub(r"(--python [^=\s]+=)(chroot:)?[^\s`]+",
+                  lambda m: m.group(1) + ("chroot:ROOT:PATH" if m.group(2) else "PATH"), text)
+    return re.sub(r"\(`?((?:chroot:|/)[^`)\s]*)`?\)", lambda m: "({})".format(interpreter_name(m.group(1))), text)
 
 
 def file_at(revision, script, folder):

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 import client  # noqa: E402  the records, tables and charts: the documents write figures as client.py does
 from helpers import SERVERS, TLS_SERVERS  # noqa: E402
+from common import without_paths  # noqa: E402
 
 PLAIN = [s for s in SERVERS if s not in TLS_SERVERS]
 CLIENT = [sys.executable, "client.py", "--all", "--json"]
@@ -321,7 +322,8 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table()}
     for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
-        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", load(name) or "(not measured)", flags=re.M).strip()
+        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
+                         flags=re.M).strip()  # no path of the machine that measured
     return v
 
 

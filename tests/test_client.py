@@ -589,3 +589,11 @@ def test_the_server_sees_the_runs_connections_and_no_probe(counting_server):
     client_json(*shape, prelude="import client\nclient.listening_sockets = lambda port: None")
     assert wait_until(lambda: server.accepted == 6 + 7) and server.accepted == 13
     assert "#the-probe" in (ROOT / "README.md").read_text() and "## The probe" in (ROOT / "CLIENT.md").read_text()
+
+
+def test_help_fits_a_screen():
+    """At most 60 lines at 80 columns, its groups and examples kept: the long explanations are CLIENT.md's."""
+    result = subprocess.run([sys.executable, str(ROOT / "client.py"), "--help"], capture_output=True, text=True,
+                            timeout=TIMEOUT, env=dict(os.environ, COLUMNS="80"))
+    assert result.returncode == 0 and len(result.stdout.splitlines()) <= 60, result.stdout
+    assert "CLIENT.md" in result.stdout

@@ -28,3 +28,13 @@ def test_every_part_was_measured_and_says_where():
         assert part["commit"] and part["when"] and part["commands"], name
     assert meta["machine"] and meta["linux"] and meta["cores"]
 
+
+
+def test_no_path_of_the_measuring_machine_is_in_the_results():
+    """RESULTS.md and SWEEPS.md name interpreters and folders by what they are, not by where they lay on the
+    machine that measured (bench/python_versions.py prints them so; regenerate.py renders older records so)."""
+    import re
+    for name in ("RESULTS.md", "SWEEPS.md"):
+        found = re.findall(r"(?:/(?:root|home|var|usr|opt|tmp|work|srv|mnt)/|\.pyenv|[A-Za-z]:\\)\S*",
+                           (ROOT / name).read_text())
+        assert not found, "{} names paths of the machine it was measured on: {}".format(name, found)
