@@ -1718,6 +1718,7 @@ def describe(w):
 
 
 def knee_rule_text(rule=KNEE_RULE):
+    """KNEE_RULE in words, as the sweeps' tables say it."""
     errors = "no error" if rule["max_errors"] == 0 else "at most {} errors".format(rule["max_errors"])
     return ("the knee is the highest offered rate with {}, replies at least {:.0f} % of the offered rate "
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
@@ -1930,6 +1931,7 @@ def cpu_model():
 
 
 def machine():
+    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux"."""
     return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
                                                 platform.system())
 
@@ -2137,6 +2139,31 @@ def server_line(sweep, figure, x, y, colour, style, dots):
         if dots:
             parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour) for px, py in run]
     return parts
+
+
+# ---------------------------------------------------------------- what bench/regenerate.py uses
+
+# bench/regenerate.py writes RESULTS.md, SWEEPS.md and the charts from client.py's --json output with these
+# functions, and with nothing else of client.py (tests/test_regenerate.py checks): the output read back as
+# records, a figure written as client.py writes it, the tables, the sweeps, the charts and the machine.
+API = ("from_json", "figure_text", "table_markdown", "sweeps_markdown", "knee_text", "knee_rule_text", "chart",
+       "machine")
+
+
+def from_json(results):
+    """client.py --all --json's output (a dict) read back as --all holds it: each table's workload a Workload
+    and its rows Runs, each sweep's workload a Workload and its steps Steps; the rest as it is."""
+    return dict(results, tables=[dict(t, workload=Workload(**t["workload"]), rows=[Run(**r) for r in t["rows"]])
+                                 for t in results.get("tables", [])],
+                sweeps=[dict(s, workload=Workload(**s["workload"]), steps=[Step(**step) for step in s["steps"]])
+                        for s in results.get("sweeps", [])])
+
+
+def figure_text(name, value):
+    """The figure `name` of a Run or a Step (p99_ms, offered_rate, ...) written as client.py writes it: "-"
+    where there is none."""
+    declared = dict(figures_of(Step), **dict(figures_of(Run)))
+    return cell(declared[name], value)
 
 
 # ---------------------------------------------------------------- command line
