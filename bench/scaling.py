@@ -17,8 +17,8 @@ Two shapes: `held`, 256 connections held open, each exchanging its messages of 3
 (ping-pong); `short`, the article's, 100 clients each opening connection after connection, 50 messages of
 32 B on each. A process server's load grows with N (a run lasts about as long at every N); a one-process
 server's stays the same. Per server, shape and N, the medians of --reps runs: msgs/s, its ratio to N=1,
-messages per server CPU-second (utime + stime over the server's whole process group, from /proc, during
-the load), and how busy the server's CPUs and the load's were: a run whose load CPUs were full while the
+messages per server CPU-second (client.py's counter over the server's whole process group, from /proc,
+during the load), and how busy the server's CPUs and the load's were: a run whose load CPUs were full while the
 server's were not measured the load, and the table says so ("the load's"). The table is printed as it is
 measured; the records (every run, the machine) go to --out. By default N is 1, 2, 4, ... up to half the
 physical cores this may run on: on a 2-core machine, N=1 only (the server on one core, the load on the
