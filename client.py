@@ -2320,7 +2320,8 @@ def build_parser():
     about, examples = __doc__.split("\n", 1)[0], __doc__.rstrip().rsplit("\n\n", 1)[1]
     parser = argparse.ArgumentParser(description=about + "\nEvery flag and figure at length: CLIENT.md.",
                                      usage="%(prog)s [--host H] [--port PORT | --all] [options]",
-                                     epilog="examples:\n" + examples, formatter_class=argparse.RawDescriptionHelpFormatter)
+                                     epilog="examples:\n" + examples,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("what to measure").add_argument
     group("--host", default="127.0.0.1", metavar="H", help="server address, IPv4 or IPv6 (default: %(default)s)")
     group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")

@@ -268,7 +268,8 @@ def test_a_single_server_run_says_why_it_has_no_server_cpu(echo_server):
     report says so in a line, and the run goes on."""
     from helpers import client
     port = str(echo_server())
-    refused = "import os\ndef readlink(path, *a, **k):\n    raise PermissionError(13, 'denied', path)\nos.readlink = readlink"
+    refused = ("import os\ndef readlink(path, *a, **k):\n    raise PermissionError(13, 'denied', path)\n"
+               "os.readlink = readlink")
     result = client("--port", port, "--clients", "1", "--connects", "1", "--messages", "3", prelude=refused)
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stdout.splitlines() if "server's CPU is not measured" in line]
