@@ -19,7 +19,6 @@ not the bottleneck.
 """
 import argparse
 import array
-import ast
 import bisect
 import collections
 import dataclasses
@@ -41,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -137,6 +137,9 @@ PRESETS = {
 }
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
+# What --all runs without --scenario and without a load shape: the README chart's scenario.
+DEFAULT_SCENARIO = "article-100"
+SHAPE_FLAGS = ("clients", "connects", "messages", "size", "seconds", "hold")  # a load shape: --all runs "custom"
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
@@ -152,13 +155,14 @@ class Rates(NamedTuple):
     sweep: bool
 
 
-# What a pattern cannot do, in words: said beside a failed row, never used to skip a server.
+# What a pattern cannot do, in words: said beside a failed row, never used to skip a server. {workers}: its
+# --workers, as given or as its --help says by default (asked of the server: see workers_of()).
 LIMITS = {
     "echo_simple.py": "it serves one client at a time",
     "echo_select.py": "select() cannot watch descriptors past 1024",
     "echo_select_pool.py": "select() cannot watch descriptors past 1024",
-    "echo_prefork.py": "10 workers serve 10 clients at a time",
-    "echo_prethread.py": "40 threads serve 40 clients at a time",
+    "echo_prefork.py": "{workers} workers serve {workers} clients at a time",
+    "echo_prethread.py": "{workers} threads serve {workers} clients at a time",
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
     "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
 }
@@ -892,6 +896,11 @@ def ms_text(value):
         "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
 
 
+def resolution_text(seconds):
+    """A CPU figure's resolution in words: "1 ns" (schedstat), "20 ms" (clock ticks)."""
+    return "1 ns" if seconds <= 1e-9 else "{:g} ms".format(round(seconds * 1000, 3))
+
+
 def rate_text(rate):
     return "{:,.0f}".format(rate) if rate == int(rate) else "{:,.2f}".format(rate)
 
@@ -970,6 +979,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "max_ms": figure("latency max", ms_text, "latency", "ms"),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True, table=True),
+    # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
+    "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
     "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", yes, "server", when=True, table=True),
@@ -1001,6 +1012,7 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     **connect_figures(),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True),
+    "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True),
     **client_figures("connection", True),
 })
 
@@ -1142,7 +1154,8 @@ def sweep(host, port, rates, w, procs, name, server=None):
             break
         before = server.cpu() if server is not None else None
         step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
-        step.server_cpu_s = None if before is None else server.cpu() - before
+        if before is not None:
+            step.server_cpu_s, step.server_cpu_resolution_s, _ = server.cpu() - before
         steps.append(step)
         note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
@@ -1197,27 +1210,209 @@ def error_share(step):
 
 # ---------------------------------------------------------------- --all: every server, ranked
 
-def proc_cpu(pid, group=True):
-    """CPU seconds from /proc (Linux), or None: used by every process in the process group pid, dead
-    children included; or (group=False) {child pid: seconds} for each child of pid (utime + stime: all its
-    threads, ended ones included)."""
-    if not hasattr(os, "sysconf"):  # not Unix (Wine may still show Linux's /proc, of Linux's pids)
+class CPU(NamedTuple):
+    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every
+    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited
+    (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
+    process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
+    coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
+    (where none did, that term is the same on both sides and adds nothing)."""
+    seconds: float
+    resolution: float
+    reaped: tuple = ()
+
+    def __sub__(self, before):
+        changed = set(self.reaped) ^ set(before.reaped)
+        ticks = 2 * len({pid for pid, _ in changed}) / os.sysconf("SC_CLK_TCK") if changed else 0.0
+        resolution = max(self.resolution if self.resolution > 1e-9 else 0.0,
+                         before.resolution if before.resolution > 1e-9 else 0.0) + ticks
+        return CPU(self.seconds - before.seconds, resolution or 1e-9)
+
+
+class Process(NamedTuple):
+    """A process as /proc/PID/stat shows it: its parent, group and state, and its CPU in clock ticks: its own
+    (utime + stime: all its threads, ended ones too) and its reaped children's (cutime + cstime)."""
+    pid: int
+    ppid: int
+    pgrp: int
+    state: str
+    ticks: int
+    children_ticks: int
+
+
+def processes():
+    """Every process /proc shows ([Process]); None where there is no /proc (not Linux). Wine may show
+    Linux's /proc, of Linux's pids, to a Windows CPython: os.sysconf says whether this is Unix."""
+    if not hasattr(os, "sysconf"):
         return None
     try:
-        entries = [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
     except OSError:
         return None
-    tick, cpu = os.sysconf("SC_CLK_TCK"), {}
+    found = []
     for entry in entries:
         try:
             with open("/proc/{}/stat".format(entry)) as f:
                 # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
                 fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:  # it ended while we looked
+            continue
+        found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
+                             int(fields[13]) + int(fields[14])))
+    return found
+
+
+def process_cpu(p, tick=None):
+    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
+    /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
+    reaped children's ticks. A CPU. A thread running as it is read may not have its current stretch
+    counted yet (the kernel adds it at the next tick or switch): a tick more of resolution for each."""
+    seconds, ticked, running = cpu_of(p, tick)
+    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9,
+               ((p.pid, p.children_ticks),) if p.children_ticks else ())
+
+
+def cpu_of(p, tick=None):
+    """process_cpu()'s reading: (seconds, what its tick terms may be short by, threads running as read)."""
+    tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
+    live, running, schedstat = 0, 0, True
+    try:
+        threads = os.listdir("/proc/{}/task".format(p.pid))
+    except OSError:
+        threads, schedstat = [], False
+    for tid in threads:
+        try:
+            with open("/proc/{}/task/{}/schedstat".format(p.pid, tid)) as f:
+                live += int(f.read().split()[0])  # nanoseconds on a CPU
+            with open("/proc/{}/task/{}/stat".format(p.pid, tid)) as f:
+                running += f.read().rsplit(")", 1)[1].split()[0] == "R"
+        except FileNotFoundError:  # the thread ended meanwhile: its time is in the ticks
+            continue
+        except (OSError, ValueError, IndexError):  # no schedstat in this kernel
+            schedstat = False
+            break
+    own = p.ticks * tick
+    if schedstat and live * 1e-9 >= own:  # every thread alive: schedstat's nanoseconds
+        own, resolution = live * 1e-9, 0.0
+    else:  # threads have exited (or no schedstat): utime and stime, each rounded down to a tick
+        own, resolution, running = own, 2 * tick, 0
+    return own + p.children_ticks * tick, resolution, running
+
+
+def group_cpu(pgid, table=None, settle=0.0, tree=False):
+    """The CPU used so far by process group pgid (a server started in a session of its own: it and every
+    process it started), from outside: each process's process_cpu(), so that exited threads and reaped
+    children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
+    socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
+    for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
+    has ended."""
+    deadline = time.monotonic() + settle
+    while True:
+        found = processes() if table is None else table
+        if found is None:
+            return None
+        tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
+        chosen = descendants(pgid, found) if tree else [p for p in found if p.pgrp == pgid]
+        for p in chosen:
+            seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
+            total, resolution, running = total + seconds, resolution + ticked, running + busy
+        if not running or table is not None or time.monotonic() >= deadline:
+            return CPU(total, resolution + running / tick or 1e-9,
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks))
+        time.sleep(0.001)
+
+
+def descendants(pid, table):
+    """[Process] of pid and every process below it, but for this one and its own (a server that started
+    client.py, as a test may, is not charged with the client's CPU)."""
+    below, found, more = collections.defaultdict(list), [], [pid]
+    for p in table:
+        below[p.ppid].append(p)
+    here = {p.pid: p for p in table}
+    while more:
+        pid = more.pop()
+        if pid == os.getpid():
+            continue
+        if pid in here:
+            found.append(here[pid])
+        more += [child.pid for child in below[pid]]
+    return found
+
+
+def is_local(host):
+    """Whether host is an address of this machine (the loopback, or one a socket may bind here)."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return False
+    for family, _, _, _, sockaddr in infos:
+        try:
+            with socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+            return True
         except OSError:
             continue
-        if int(fields[2 if group else 1]) == pid:
-            cpu[entry] = sum(int(x) for x in fields[11:15 if group else 13]) / tick
-    return sum(cpu.values()) if group else cpu
+    return False
+
+
+def listening_sockets(port):
+    """The inodes of the sockets that listen on TCP port on this machine (Linux: /proc/net/tcp and tcp6,
+    this network namespace's), or None where there is no /proc to say."""
+    if not hasattr(os, "sysconf") or not os.path.exists("/proc/net/tcp"):  # not Unix: Wine may show Linux's
+        return None
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table) as f:
+                rows = [line.split() for line in f.readlines()[1:]]
+        except OSError:
+            continue
+        # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
+        inodes |= {row[9] for row in rows
+                   if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+    return inodes
+
+
+def listening_server(port):
+    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
+    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
+    or (None, why not in words)."""
+    inodes = listening_sockets(port)
+    if inodes is None:
+        return None, "this system has no /proc (Linux only)"
+    if not inodes:
+        return None, "no socket listens on port {} on this machine (a remote server, or another network " \
+                     "namespace)".format(port)
+    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            fds = os.listdir("/proc/{}/fd".format(entry))
+        except OSError:  # another user's process, or gone
+            continue
+        for fd in fds:
+            try:
+                if os.readlink("/proc/{}/fd/{}".format(entry, fd)) in wanted:
+                    owners.add(int(entry))
+                    break
+            except OSError:
+                continue
+    if not owners:
+        return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
+                     "that user)".format(port)
+    parents = {p.pid: p.ppid for p in processes() or () if p.pid in owners}
+    return min(owners, key=lambda pid: (parents.get(pid) in owners, pid)), None
+
+
+def children_cpu(pid, table=None):
+    """{child pid: its CPU seconds so far} for each child of pid (a pool's workers), or None where there
+    is no /proc."""
+    table = processes() if table is None else table
+    if table is None:
+        return None
+    tick = os.sysconf("SC_CLK_TCK")
+    return {p.pid: cpu_of(p, tick)[0] for p in table if p.ppid == pid}
 
 
 class RunningServer:
@@ -1227,7 +1422,6 @@ class RunningServer:
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
         self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
-        self.pool = "fork_worker" in declared(script)  # a pool of worker processes, measured one by one
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert,
@@ -1260,15 +1454,17 @@ class RunningServer:
         return status == 1 and said != "" and "\n" not in said and "Traceback" not in said
 
     def cpu(self):
-        return proc_cpu(self.proc.pid)
+        """The CPU its whole process group has used so far (a CPU), or None (no /proc)."""
+        return group_cpu(self.proc.pid, settle=0.1)
 
     def load(self, w):
         """Workload w as this server is spoken to: over TLS, verified against the test certificate."""
         return dataclasses.replace(w, tls=True, cafile=str(TEST_CERT)) if self.tls else w
 
     def workers_cpu(self):
-        """Each worker's CPU seconds so far, read from outside ({pid: s}), or None (not a pool, not Linux)."""
-        return proc_cpu(self.proc.pid, group=False) if self.pool else None
+        """Each child process's CPU seconds so far, read from outside ({pid: s}), or None (no /proc). Whether
+        they are a pool is seen across a run: see pool_spread()."""
+        return children_cpu(self.proc.pid)
 
     def alive(self):
         return self.proc.poll() is None
@@ -1298,6 +1494,15 @@ class RunningServer:
         return self.stderr
 
 
+def pool_spread(before, after):
+    """{child pid: CPU seconds in the run} when the server's children are a pool, else None: a pool's workers
+    live through a run (a child that was there before it and is there after), where a process per connection
+    does not. A worker started during the run counts from its start. before, after: children_cpu()'s."""
+    if not before or not after or not set(before) & set(after):
+        return None
+    return {pid: seconds - before.get(pid, 0.0) for pid, seconds in after.items()}
+
+
 def work_seconds(work):
     """How long sum(range(work)), the servers' --work, takes here: the bounds are sized from it."""
     started = time.perf_counter()
@@ -1307,7 +1512,7 @@ def work_seconds(work):
 
 def server_entries(args):
     """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
-    variant of those that declare UVLOOP = True, when uvloop is installed."""
+    variant of those whose --help offers it, when uvloop is installed."""
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
@@ -1323,7 +1528,7 @@ def server_entries(args):
         entries = [(script, common) for script in scripts]
     if not scripts:
         die("no echo_*.py beside client.py")
-    on_uvloop = [script for script in scripts if takes_uvloop(script)]
+    on_uvloop = takes_uvloop(scripts)
     if on_uvloop and importlib.util.find_spec("uvloop"):
         entries += [(script, common + ("--uvloop",)) for script in on_uvloop]
     elif on_uvloop:
@@ -1331,23 +1536,21 @@ def server_entries(args):
     return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
 
 
-def takes_uvloop(script):
-    """True when the server declares, at module level, UVLOOP = True (it then takes --uvloop)."""
-    return declared(script).get("UVLOOP") is True
-
-
-def declared(script):
-    """What a server declares at module level: {name: value} for constants, {name: None} for
-    functions. Read with ast, not run and not searched as text: a comment or a docstring does not count."""
-    try:
-        tree = ast.parse(script.read_text(), str(script))
-    except (OSError, SyntaxError, ValueError):
-        return {}
-    names = {node.name: None for node in tree.body if isinstance(node, ast.FunctionDef)}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
-            names.update((target.id, node.value.value) for target in node.targets if isinstance(target, ast.Name))
-    return names
+def takes_uvloop(scripts):
+    """The scripts that take --uvloop, as each says in its --help (asked of all at once): nothing is read
+    from a server's source. An option's line in argparse's help starts with it."""
+    asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)) for script in scripts]
+    offered = []
+    for script, proc in asked:
+        try:
+            out = proc.communicate(timeout=30)[0].decode(errors="replace")
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out = proc.communicate()[0].decode(errors="replace")
+        if any(line.strip().startswith("--uvloop") for line in out.splitlines()):
+            offered.append(script)
+    return offered
 
 
 def why_failed(result, w, name):
@@ -1355,7 +1558,28 @@ def why_failed(result, w, name):
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
     text = "{:,} of {:,} messages echoed; {}".format(result.messages, result.expected, happened)
     limit = LIMITS.get(name.split()[0])
+    if limit and "{workers}" in limit:
+        limit = limit.format(workers=workers_of(name.split()))
     return text + ("; the pattern's limit: " + limit if limit else "")
+
+
+def workers_of(command):
+    """A server's --workers: as given in command ([script, flags...], flags as --all passes them), else the
+    default its --help states ("(default: 10)"); "its --workers" where neither says."""
+    flags = command[1:]
+    for i, flag in enumerate(flags):
+        if flag == "--workers" and i + 1 < len(flags):
+            return flags[i + 1]
+        if flag.startswith("--workers="):
+            return flag.split("=", 1)[1]
+    try:
+        out = subprocess.run([sys.executable, str(HERE / command[0]), "--help"], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        out = ""
+    said = " ".join(out.split()).split("--workers N ", 1)[-1] if "--workers N " in out else ""
+    default = said.split("(default: ", 1)[1].split(")", 1)[0] if "(default: " in said else ""
+    return default if default.isdigit() else "its --workers"
 
 
 def skip(skipped, server):
@@ -1418,10 +1642,11 @@ def run_all(args, entries, skipped):
                 before, workers_before = server.cpu(), server.workers_cpu()
                 result = measure("127.0.0.1", server.port, server.load(load), args.procs)
                 after, workers_after = server.cpu(), server.workers_cpu()
-                result.server_cpu_s = None if before is None else after - before
-                if rep and workers_after is not None:  # each worker's CPU in this run (not the warm-up);
-                    for pid, seconds in workers_after.items():  # one started during the run, from its start
-                        used = seconds - (workers_before or {}).get(pid, 0.0)
+                if before is not None:
+                    result.server_cpu_s, result.server_cpu_resolution_s, _ = after - before
+                spread = pool_spread(workers_before, workers_after)
+                if rep and spread:  # each worker's CPU in this run (not the warm-up)
+                    for pid, used in spread.items():
                         row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
                 note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
@@ -1455,6 +1680,8 @@ def summarize(server, runs, failed, worker_cpu):
         row.worker_cpu_s = sorted((round(s / len(runs), 3) for s in worker_cpu.values()), reverse=True)
         total = sum(row.worker_cpu_s)
         row.busiest_cpu_share, row.even_share = row.worker_cpu_s[0] / total if total else None, 1 / len(worker_cpu)
+    if row.server_cpu_resolution_s is not None:  # the coarsest run's
+        row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
     if row.server_cpu_s is not None:
         row.msgs_per_server_cpu_s = row.messages / row.server_cpu_s if row.server_cpu_s else None
         row.client_bound = row.client_cpu_s > row.server_cpu_s
@@ -1462,9 +1689,21 @@ def summarize(server, runs, failed, worker_cpu):
 
 
 def rank(rows):
-    """The servers that passed, fastest first, then those that failed."""
-    return sorted((r for r in rows if not r.failed), key=lambda r: -r.msgs_per_s) + sorted(
-        (r for r in rows if r.failed), key=lambda r: r.server)
+    """The servers that passed, the cheapest first (the most messages per server CPU-second) wherever the
+    server's CPU was measured, else the fastest (msgs/s); then those that failed."""
+    passed = [r for r in rows if not r.failed]
+    key = ranked_by(passed)
+    return sorted(passed, key=lambda r: -getattr(r, key)) + sorted((r for r in rows if r.failed),
+                                                                    key=lambda r: r.server)
+
+
+def ranked_by(rows):
+    """The figure rows that passed are ranked by: messages per server CPU-second where every one has it."""
+    return "msgs_per_server_cpu_s" if rows and all(r.msgs_per_server_cpu_s for r in rows) else "msgs_per_s"
+
+
+RANKED_BY = {"msgs_per_server_cpu_s": "ranked by messages per server CPU-second, the cheapest first",
+             "msgs_per_s": "ranked by msgs/s (the servers' CPU was not measured here)"}
 
 
 # ---------------------------------------------------------------- reporting: text, Markdown and SVG
@@ -1479,13 +1718,15 @@ def describe(w):
 
 
 def knee_rule_text(rule=KNEE_RULE):
+    """KNEE_RULE in words, as the sweeps' tables say it."""
     errors = "no error" if rule["max_errors"] == 0 else "at most {} errors".format(rule["max_errors"])
     return ("the knee is the highest offered rate with {}, replies at least {:.0f} % of the offered rate "
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
-def report(r, w, procs, out=sys.stdout):
-    """The single-server report: the workload, the record's figures line by line, then what they mean."""
+def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
+    """The single-server report: the workload, the record's figures line by line, then what they mean (and,
+    in a line, why the server's CPU is not there)."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
     print("\n".join(text_lines(r)), file=out)
     step = isinstance(r, Step)
@@ -1501,7 +1742,10 @@ def report(r, w, procs, out=sys.stdout):
                                            "rate): the rate was not offered, and the response times include the "
                                            "client's own lag; add --procs or lower --rate".format(100 * KEPT_SCHEDULE)),
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
-             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server")):
+             "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
+            (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
+                                         "process below it, from /proc"),
+            (cpu_not_measured, "the server's CPU is not measured: {}".format(cpu_not_measured))):
         if applies:
             print("{:<10} {}".format("note", text), file=out)
 
@@ -1521,6 +1765,65 @@ def markdown(tables, sweeps=(), skipped=None):
     return "\n".join(lines)
 
 
+WIDTH = 100  # --all's terminal output fits this many columns; --markdown and --json carry every figure
+# The terminal's columns, short titles for a closed-loop table's first figures.
+TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "server_cpu_s": "CPU s", "server_cpu_resolution_s": "+-",
+                    "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
+TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second; CPU s: the server's CPU in a run, +- what it may be "
+                "short by; p99 ms: a message's round trip.")
+
+
+def terminal_text(tables, sweeps=(), skipped=None):
+    """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
+    first figures, the sweeps' knees, the servers skipped. The full tables are markdown()'s."""
+    lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
+                                                       machine())) + [""]
+    for table in tables:
+        good = [r for r in table["rows"] if not r.failed]
+        lines += wrapped("{}: {}{}; {}{}.".format(
+            table["scenario"], describe(table["workload"]), ", servers run --work {}".format(table["server_work"])
+            if table["server_work"] else "", RANKED_BY[ranked_by(good)], ", median of the measured runs"))
+        figures = dict(figures_of(Run))
+        carried = [name for name in TERMINAL_COLUMNS if any(getattr(r, name) is not None for r in good)]
+        heads = ["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]
+        rows = [[str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
+                for n, r in enumerate(good, 1)]
+        widths = [max(len(row[i]) for row in [heads] + rows) for i in range(len(heads))]
+        room = WIDTH - sum(widths) - 2 * (len(widths) - 1) + widths[1]  # what the server's names may take
+        widths[1] = max(12, min(widths[1], room))
+        for row in [heads] + rows:
+            row[1] = row[1] if len(row[1]) <= widths[1] else row[1][:widths[1] - 3] + "..."
+            lines.append("  ".join(text.ljust(width) if i == 1 else text.rjust(width)
+                                   for i, (text, width) in enumerate(zip(row, widths))).rstrip())
+        for r in table["rows"]:
+            if r.failed:
+                lines += wrapped("- {} failed: {}".format(r.server, r.failed), "    ")
+        lines.append("")
+    if sweeps:
+        lines += wrapped("{}: open loop, {} connections/s, {:g} s each; {}.".format(
+            sweeps[0]["scenario"], rates_text(sweeps[0]["rates"]), sweeps[0]["workload"].duration, knee_rule_text()))
+        width = max([len(s["server"]) for s in sweeps] + [6])
+        lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format("rank", "server", width, "knee conns/s", "p99 ms there"))
+        for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
+            place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
+            at_knee = [step for step in s["steps"] if step.offered_rate == s["knee"]]
+            lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format(place if s["knee"] is not None else "-", s["server"],
+                                                                width, knee_text(s), ms_text(at_knee[0].p99_ms)
+                                                                if at_knee else "-")[:WIDTH])
+        lines.append("")
+    if skipped:
+        lines += ["Skipped, as they cannot run here:"] + [line for name, why in sorted(skipped.items())
+                                                          for line in wrapped("- " + skipped_text(name, why), "  ")]
+        lines.append("")
+    key = wrapped(TERMINAL_KEY) if tables else []
+    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json."))
+
+
+def wrapped(text, indent=""):
+    """text as lines of WIDTH columns at most."""
+    return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [""]
+
+
 def table_lines(records, first=()):
     """Records as a Markdown table: a column per table figure that any of them carries, after the
     leading columns first ([(title, function of a record)])."""
@@ -1537,8 +1840,9 @@ def table_lines(records, first=()):
 def table_markdown(table):
     """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
     w = table["workload"]
-    lines = ["### {}: {}{}".format(table["scenario"], describe(w), ", servers run --work {}".format(
-        table["server_work"]) if table["server_work"] else ""), ""]
+    lines = ["### {}: {}{}; {}".format(table["scenario"], describe(w), ", servers run --work {}".format(
+        table["server_work"]) if table["server_work"] else "", RANKED_BY[ranked_by(
+            [r for r in table["rows"] if not r.failed])]), ""]
     if w.hold:
         lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
                   "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
@@ -1627,6 +1931,7 @@ def cpu_model():
 
 
 def machine():
+    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux"."""
     return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
                                                 platform.system())
 
@@ -1836,6 +2141,31 @@ def server_line(sweep, figure, x, y, colour, style, dots):
     return parts
 
 
+# ---------------------------------------------------------------- what bench/regenerate.py uses
+
+# bench/regenerate.py writes RESULTS.md, SWEEPS.md and the charts from client.py's --json output with these
+# functions, and with nothing else of client.py (tests/test_regenerate.py checks): the output read back as
+# records, a figure written as client.py writes it, the tables, the sweeps, the charts and the machine.
+API = ("from_json", "figure_text", "table_markdown", "sweeps_markdown", "knee_text", "knee_rule_text", "chart",
+       "machine")
+
+
+def from_json(results):
+    """client.py --all --json's output (a dict) read back as --all holds it: each table's workload a Workload
+    and its rows Runs, each sweep's workload a Workload and its steps Steps; the rest as it is."""
+    return dict(results, tables=[dict(t, workload=Workload(**t["workload"]), rows=[Run(**r) for r in t["rows"]])
+                                 for t in results.get("tables", [])],
+                sweeps=[dict(s, workload=Workload(**s["workload"]), steps=[Step(**step) for step in s["steps"]])
+                        for s in results.get("sweeps", [])])
+
+
+def figure_text(name, value):
+    """The figure `name` of a Run or a Step (p99_ms, offered_rate, ...) written as client.py writes it: "-"
+    where there is none."""
+    declared = dict(figures_of(Step), **dict(figures_of(Run)))
+    return cell(declared[name], value)
+
+
 # ---------------------------------------------------------------- command line
 
 def number(low, high, kind=int):
@@ -1923,10 +2253,11 @@ def sweeps_from(args):
 
 def scenarios_from(args):
     """[(name, Workload, server --work)] for the closed-loop scenarios asked for."""
-    if not args.scenario:
+    if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    for name, p in ((name, PRESETS[name]) for name in args.scenario if not PRESETS[name].rates):
+    names = args.scenario or [DEFAULT_SCENARIO]
+    for name, p in ((name, PRESETS[name]) for name in names if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
                      hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
@@ -1948,6 +2279,11 @@ def parse_args(argv):
     parser = build_parser()
     parser.error = lambda message: die(message, 2)  # a bad argument is one line, not argparse's usage block
     args = parser.parse_args(argv)
+    # Whether a load shape was given (--all runs it as "custom"; without one, DEFAULT_SCENARIO): parsed again
+    # with those defaults replaced by a mark, so that an explicit --clients 50 counts.
+    shadow, unset = build_parser(), object()
+    shadow.set_defaults(**dict.fromkeys(SHAPE_FLAGS, unset))
+    args.shaped = any(getattr(shadow.parse_args(argv), name) is not unset for name in SHAPE_FLAGS)
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
@@ -1979,63 +2315,55 @@ def parse_args(argv):
 
 
 def build_parser():
-    # The docstring's first paragraph says what client.py is; its examples close the help.
-    about, examples = __doc__.rstrip().rsplit("\n\n", 1)
-    parser = argparse.ArgumentParser(description=about, epilog="examples:\n" + examples,
+    # The docstring's first line says what client.py is; its examples close the help. What each flag means at
+    # length is CLIENT.md's: the help stays within a screen (60 lines).
+    about, examples = __doc__.split("\n", 1)[0], __doc__.rstrip().rsplit("\n\n", 1)[1]
+    parser = argparse.ArgumentParser(description=about + "\nEvery flag and figure at length: CLIENT.md.",
+                                     usage="%(prog)s [--host H] [--port PORT | --all] [options]",
+                                     epilog="examples:\n" + examples,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("what to measure").add_argument
-    group("--host", default="127.0.0.1", metavar="H", help="the server's address, IPv4 or IPv6 (default: %(default)s)")
+    group("--host", default="127.0.0.1", metavar="H", help="server address, IPv4 or IPv6 (default: %(default)s)")
     group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
-    group("--all", action="store_true", help="start every echo_*.py beside client.py and rank them")
-    group("--servers", type=names, metavar="LIST", help="with --all, only these, e.g. epoll,select; flags for one "
-          "after its name: 'shared_socket --accept one,reuseport'")
-    group("--scenario", type=names, metavar="LIST", help="with --all, presets, comma-separated: " + ", ".join(
-        name + (" (open loop, {}/s)".format(p.rates) if p.rates else "") for name, p in PRESETS.items()))
-    group("--tls", action="store_true", help="speak TLS, verifying the server's certificate and its name (--host); "
-          "reports the handshakes. Each connection makes a full handshake")
+    group("--all", action="store_true", help="rank every echo_*.py here (scenario: {})".format(DEFAULT_SCENARIO))
+    group("--servers", type=names, metavar="LIST", help="with --all, only these: 'epoll,select'")
+    group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
+    group("--tls", action="store_true", help="speak TLS and verify the server (full handshakes)")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
     group("--clients", type=number(1, 100000), default=50, metavar="N",
-          help="concurrent clients, the article's WORKER_COUNT (default: %(default)s)")
+          help="concurrent clients, WORKER_COUNT (default: %(default)s)")
     group("--connects", type=number(1, 100000), default=5, metavar="C",
-          help="connections each client opens, one after another: ACTION_COUNT (default: %(default)s)")
+          help="connections per client, ACTION_COUNT (default: %(default)s)")
     group("--messages", type=number(1, 1000000), metavar="M",
-          help="ping-pong messages per connection, SEND_RECV_COUNT (default: 50; 1 with --rate)")
+          help="messages per connection, SEND_RECV_COUNT (default: 50)")
     group("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
-    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges messages for S "
-          "seconds instead of --messages (wrk's long-lived connections)")
-    group("--hold", action="store_true", help="open every connection first and hold them all, then send (as the c* "
-          "presets do); reports the connect and echo phases apart")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
+    group("--hold", action="store_true", help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
-    group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="start R new connections a second, whether or not "
-          "earlier ones have finished, each doing --messages exchanges; A:B:STEP sweeps A, A+STEP, ... B and names "
-          "the knee. Response times count from each connection's scheduled start. One source address opens at most "
-          "about 14,000 new connections a second (its local ports), so against 127.x the client takes {} source "
-          "addresses in turn".format(SOURCES))
+    group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
+          "knee; past 14,000/s, {} source addresses".format(SOURCES))
     group("--duration", type=number(0.1, 3600, float), default=5.0, metavar="S",
           help="seconds of arrivals at each rate (default: %(default)s)")
     group = parser.add_argument_group("output").add_argument
-    group("--json", action="store_true", help="print one JSON object instead of text (or Markdown)")
-    group("--markdown", metavar="FILE", help="with --all, also write the tables as Markdown")
+    group("--json", action="store_true", help="print one JSON object instead of text")
+    group("--markdown", metavar="FILE", help="with --all, also write every figure as Markdown")
     group("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
     group = parser.add_argument_group("advanced").add_argument
-    group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S", help="seconds any one wait may "
-          "take before that connection counts as failed (default: %(default)s)")
+    group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S",
+          help="the bound on any one wait (default: %(default)s)")
     group("--procs", type=number(1, 1024), default=usable_cpu_count(), metavar="P",
-          help="client worker processes (default: one per CPU it may run on, %(default)s)")
-    group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K", help="connects in flight "
-          "at once, over all worker processes: a burst of connects overflows the server's listen queue and waits on "
-          "SYN retries (default: %(default)s)")
-    group("--cafile", metavar="FILE",
-          help="with --tls, the CA certificates to verify the server against (default: the system's)")
-    group("--tls-resume", action="store_true",
-          help="with --tls, resume each worker's first session (TLS 1.3 tickets) instead of full handshakes")
-    group("--server-args", metavar="FLAGS", help="with --all, flags for every server, e.g. '--workers 4'")
-    group("--scale", type=number(0.001, 1, float), default=0.05, metavar="F", help="with --all, the fraction of the "
-          "article's 100 connections per client that the article-* presets run (default: %(default)s)")
+          help="processes (default: one per CPU it may run on, %(default)s)")
+    group("--connect-concurrency", type=number(1, 100000), default=CONNECTING, metavar="K",
+          help="connects in flight at once (default: %(default)s)")
+    group("--cafile", metavar="FILE", help="with --tls, CA certificates (default: the system's)")
+    group("--tls-resume", action="store_true", help="with --tls, resume TLS 1.3 sessions")
+    group("--server-args", metavar="FLAGS", help="with --all, flags for every server: '--workers 4'")
+    group("--scale", type=number(0.001, 1, float), default=0.05, metavar="F",
+          help="with --all, article-* presets' scale (default: %(default)s)")
     group("--repeat", type=number(1, 100), default=3, metavar="N",
-          help="with --all, measured runs per server; the median is shown (default: %(default)s)")
+          help="with --all, measured runs; the median (default: %(default)s)")
     group("--work", type=number(0, 10**9), default=0, metavar="N",
-          help="with --all, start the servers with --work N (default: %(default)s)")
+          help="with --all, the servers' --work N (default: %(default)s)")
     return parser
 
 
@@ -2053,11 +2381,25 @@ def one_server(args):
                                                           [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
+    pid, why = listening_server(args.port) if is_local(args.host) else (None, "the server is not on this machine")
+    before = group_cpu(pid, settle=0.1, tree=True) if pid else None
     result = measure(args.host, args.port, w, args.procs)
+    if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
+        die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
+    if before is not None:
+        result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
+        if isinstance(result, Run):
+            result.msgs_per_server_cpu_s = result.messages / result.server_cpu_s if result.server_cpu_s else None
+            result.client_bound = result.client_cpu_s > result.server_cpu_s
+    else:
+        why = why or "its process could not be read"
     if args.json:
         print(to_json(result))
+        if why:
+            note("server CPU not measured: " + why)
     else:
-        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)))
+        report(result, w, max(1, min(args.procs, args.clients if args.rate is None else result.scheduled)),
+               cpu_not_measured=why)
     if args.rate is None:
         return 0 if not result.errors and result.messages == result.expected else 1
     lost = result.scheduled - result.connections - result.client_ports_exhausted - result.client_descriptors_exhausted
@@ -2080,13 +2422,16 @@ def check_tls(sock, args):
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
     entries, skipped = server_entries(args), {}
+    if not args.scenario and not args.shaped and args.rate is None:
+        note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
+            DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
     tables = run_all(args, entries, skipped) if scenarios_from(args) else []
     sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
     text = markdown(tables, sweeps, skipped)
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
-    print(to_json(results, indent=1) if args.json else text)
+    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped))
     if args.markdown:
         Path(args.markdown).write_text(text + "\n")
     if args.svg:
@@ -2099,13 +2444,18 @@ def main(argv=None):
     try:
         if args.all:
             return run_every_server(args)
-        try:  # nothing listening is one clear line, not a page of errors
-            probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
-        except OSError as e:
-            die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
-        with probe:
-            if args.tls:
-                check_tls(probe, args)
+        # Nothing listening is one clear line, not a page of errors. Where /proc shows the port listening
+        # here, no connection is made to find out (the server would log it); elsewhere, and for --tls (a
+        # handshake first: a certificate that cannot be verified is one line too), one connection is,
+        # closed at once: the server logs it as an Accept and an EOF (CLIENT.md, "The probe").
+        if args.tls or not (is_local(args.host) and listening_sockets(args.port)):
+            try:
+                probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
+            except OSError as e:
+                die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+            with probe:
+                if args.tls:
+                    check_tls(probe, args)
         return one_server(args)
     except KeyboardInterrupt:
         note("interrupted")

@@ -1,17 +1,38 @@
 # SPDX-License-Identifier: 0BSD
-"""What the benchmarks share beyond tests/helpers.py: a client.py run's figures, messages per server
-CPU-second with server and client pinned to a core each, a server file at a git revision, and a table
-printed as it is measured."""
+"""What the benchmarks share: client.py (loaded from its file) and its counter of a server's CPU, a client.py
+run's figures, messages per server CPU-second with server and client pinned to a core each, a server file at
+a git revision, and a table printed as it is measured. It imports nothing from tests/; the scripts that start
+servers with the tests' harness (tests/helpers.py's Server) find it through the one path set here."""
+import importlib.util
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import group_cpu_seconds  # noqa: E402
+sys.path.append(str(ROOT / "tests"))  # for the scripts' `from helpers import Server`; never used here
+
+
+def load_client():
+    """client.py as a module, loaded from its file (the same module wherever it was imported first)."""
+    if "client" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("client", ROOT / "client.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["client"] = module
+        spec.loader.exec_module(module)
+    return sys.modules["client"]
+
+
+client = load_client()
+
+
+def group_cpu_seconds(pgid):
+    """The CPU seconds that process group pgid (a server and every process it started) has used so far:
+    client.py's group_cpu(), schedstat's nanoseconds for live threads, ticks for those that have exited."""
+    return client.group_cpu(pgid).seconds
 
 SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]  # the server on one, client.py on the other
 PIN_SERVER = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)  # a Server prelude: on SERVER_CORE
@@ -48,7 +69,7 @@ def pinned_client(port, flags):
 
 def pinned_figures(server_pid, port, flags, label, timeout=600):
     """Run client.py pinned (pinned_client()) with flags against port: its figures, and the CPU-seconds
-    of the server's process group meanwhile (/proc: utime + stime, threads that have ended included).
+    of the server's process group meanwhile (group_cpu_seconds(): threads that have ended included).
     Any error or lost message ends the benchmark, named by label."""
     before = group_cpu_seconds(server_pid)
     figures = client_figures(pinned_client(port, flags), timeout)
@@ -64,6 +85,23 @@ def messages_per_cpu_second(server_pid, port, flags, label):
     per CPU-second of the server's process group. Any error or lost message ends the benchmark."""
     figures, used = pinned_figures(server_pid, port, flags, label)
     return figures["messages"] / used
+
+
+def interpreter_name(where):
+    """An interpreter as the documents name it, without this machine's paths: "pyenv's 3.11.7",
+    "python3.15 in a chroot", or its file's name."""
+    if where.startswith("chroot:"):
+        return "{} in a chroot".format(os.path.basename(where.rsplit(":", 1)[1]))
+    pyenv = re.search(r"/\.pyenv/versions/([^/]+)/", where)
+    return "pyenv's {}".format(pyenv.group(1)) if pyenv else os.path.basename(where)
+
+
+def without_paths(text):
+    """bench/python_versions.py's text with no path of the machine it ran on: each --python's interpreter
+    as PATH (chroot:ROOT:PATH), each interpreter named in parentheses by interpreter_name()."""
+    text = re.sub(r"(--python [^=\s]+=)(chroot:)?[^\s`]+",
+                  lambda m: m.group(1) + ("chroot:ROOT:PATH" if m.group(2) else "PATH"), text)
+    return re.sub(r"\(`?((?:chroot:|/)[^`)\s]*)`?\)", lambda m: "({})".format(interpreter_name(m.group(1))), text)
 
 
 def file_at(revision, script, folder):

@@ -6,7 +6,7 @@ earlier commit, each server pinned to one core and the client to the other, runs
 
 The server runs with -q and MALLOC_MMAP_THRESHOLD_=131072 (the Protocol server's c1k figure moves
 about 3x with glibc's mmap threshold otherwise: RESULTS.md, "Message sizes"); its CPU time is read
-from /proc (10 ms ticks, a few seconds a run; threads that have ended count too). Each round runs before, after
+from /proc by client.py's counter (nanoseconds; threads that have ended count too). Each round runs before, after
 (or after, before: the order alternates), and the table gives each side's median and the median
 of the per-round ratios after/before. Every wait is bounded; each server is stopped whatever happens.
 """
@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, file_at, messages_per_cpu_second  # puts tests/ on sys.path
+from common import ROOT, SERVER_CORE, file_at, messages_per_cpu_second  # its path finds the tests' harness
 from helpers import Server
 SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
     "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],

@@ -18,7 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, file_at  # puts tests/ on sys.path
+from common import ROOT, file_at  # its path finds the tests' harness
 from helpers import SERVERS, Server
 
 

@@ -22,10 +22,8 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import SERVERS, TIMEOUT, Server, kill_group, wait_until  # noqa: E402
-
-from common import client_figures, table  # noqa: E402
+from common import client_figures, table
+from helpers import SERVERS, TIMEOUT, Server, kill_group, wait_until  # the tests' harness, through common's path
 
 SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all

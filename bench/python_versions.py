@@ -35,7 +35,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, messages_per_cpu_second, table  # puts tests/ on sys.path
+from common import ROOT, SERVER_CORE, messages_per_cpu_second, table, without_paths  # its path: the tests' harness
 from deadline_cost import SCENARIOS
 from helpers import TIMEOUT, kill_group, wait_until
 
@@ -115,14 +115,15 @@ def main():
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # the client's, as in deadline_cost.py
     with contextlib.ExitStack() as stack:
         pythons = [Interpreter(spec, stack) for spec in args.python]
-        print("Command: `python3 bench/python_versions.py {}`\n".format(shlex.join(sys.argv[1:])))
+        # No path of this machine in what is printed (RESULTS.md quotes it): see without_paths().
+        print(without_paths("Command: `python3 bench/python_versions.py {}`\n".format(shlex.join(sys.argv[1:]))))
         with open("/proc/cpuinfo") as f:
             cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-        print("Machine: {}, {} cores, Linux {}; client: {} {} ({}), `client.py {}`\n".format(
+        print(without_paths("Machine: {}, {} cores, Linux {}; client: {} {} ({}), `client.py {}`\n".format(
             cpu.group(1) if cpu else platform.machine(), os.cpu_count(), platform.release(),
-            platform.python_implementation(), platform.python_version(), sys.executable, " ".join(flags)))
+            platform.python_implementation(), platform.python_version(), sys.executable, " ".join(flags))))
         for python in pythons:
-            print("- {}: {} (`{}`)".format(python.label, python.build(), python.where))
+            print(without_paths("- {}: {} (`{}`)".format(python.label, python.build(), python.where)))
         print()
         for python in pythons:
             for script in args.servers.split(","):

@@ -27,12 +27,11 @@ import sys
 import time
 from pathlib import Path
 
+from common import client, without_paths  # client.py's API alone (client.API): figures written as client.py does
+from helpers import SERVERS, TLS_SERVERS  # the tests' list of servers, through common's path
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
-import client  # noqa: E402  the records, tables and charts: the documents write figures as client.py does
-from helpers import SERVERS, TLS_SERVERS  # noqa: E402
 
 PLAIN = [s for s in SERVERS if s not in TLS_SERVERS]
 CLIENT = [sys.executable, "client.py", "--all", "--json"]
@@ -176,18 +175,11 @@ def main():
 
 def tables(name):
     """A client.py --all part's closed-loop tables, as client.py's records: {scenario: table}."""
-    kept = load(name)
-    found = {}
-    for table in (kept or {}).get("tables", []):
-        table = dict(table, workload=client.Workload(**table["workload"]),
-                     rows=[client.Run(**row) for row in table["rows"]])
-        found[table["scenario"]] = table
-    return found
+    return {table["scenario"]: table for table in client.from_json(load(name) or {})["tables"]}
 
 
 def sweeps(name):
-    return [dict(s, workload=client.Workload(**s["workload"]), steps=[client.Step(**step) for step in s["steps"]])
-            for s in (load(name) or {}).get("sweeps", [])]
+    return client.from_json(load(name) or {})["sweeps"]
 
 
 def row(table, server):
@@ -263,10 +255,10 @@ def summary():
             "passed"] else ", failed")
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
             server, "-" if a is None or a.failed else "{:,.0f}".format(a.msgs_per_server_cpu_s),
-            "-" if k is None else failed_words(k) if k.failed else client.ms_text(k.p99_ms),
+            "-" if k is None else failed_words(k) if k.failed else client.figure_text("p99_ms", k.p99_ms),
             (failed_words(c1) + " (at c1k)" if c1 is not None and c1.failed else "-") if c is None else
             failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
-                c.connect_phase_s, client.ms_text(c.p99_ms)),
+                c.connect_phase_s, client.figure_text("p99_ms", c.p99_ms)),
             "-" if s is None else knee(s), growth,
             (idle.get(base) or ["-"])[0] if base == server else "-"))
     return "\n".join(lines)
@@ -321,7 +313,8 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table()}
     for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
-        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", load(name) or "(not measured)", flags=re.M).strip()
+        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
+                         flags=re.M).strip()  # no path of the machine that measured
     return v
 
 
@@ -434,8 +427,8 @@ def openloop_values():
     rates = sweep_list[0]["rates"] if sweep_list else [0, 0]
     v["rates"] = "new connections offered on a clock, whether or not earlier ones have finished, {} a second " \
         "at first and {} more each one-second step up to {} (a sweep stops two steps past its limit), a response " \
-        "time counting from a connection's scheduled start".format(client.rate_text(rates[0]), client.rate_text(
-            rates[1] - rates[0]), client.rate_text(rates[-1]))
+        "time counting from a connection's scheduled start".format(*(client.figure_text(
+            "offered_rate", rate) for rate in (rates[0], rates[1] - rates[0], rates[-1])))
     return v
 
 

@@ -17,8 +17,8 @@ Two shapes: `held`, 256 connections held open, each exchanging its messages of 3
 (ping-pong); `short`, the article's, 100 clients each opening connection after connection, 50 messages of
 32 B on each. A process server's load grows with N (a run lasts about as long at every N); a one-process
 server's stays the same. Per server, shape and N, the medians of --reps runs: msgs/s, its ratio to N=1,
-messages per server CPU-second (utime + stime over the server's whole process group, from /proc, during
-the load), and how busy the server's CPUs and the load's were: a run whose load CPUs were full while the
+messages per server CPU-second (client.py's counter over the server's whole process group, from /proc,
+during the load), and how busy the server's CPUs and the load's were: a run whose load CPUs were full while the
 server's were not measured the load, and the table says so ("the load's"). The table is printed as it is
 measured; the records (every run, the machine) go to --out. By default N is 1, 2, 4, ... up to half the
 physical cores this may run on: on a 2-core machine, N=1 only (the server on one core, the load on the
@@ -38,13 +38,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import Server, kill_group, proc_stats  # noqa: E402
-
-from common import client_figures, group_cpu_seconds, table  # noqa: E402  (the suite's /proc counter)
-
-sys.path.insert(0, str(ROOT))
-import client  # noqa: E402  its cpu_model(), which its own records name
+from common import client, client_figures, group_cpu_seconds, table  # client.py: its /proc counter, cpu_model()
+from helpers import Server, kill_group  # the tests' harness, found through common's path
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
@@ -111,7 +106,7 @@ def run_load(command, load_cpus):
 
 def leader_cpu(pid):
     """The CPU seconds of the server's first process alone (a pool's parent), from the same /proc reading."""
-    return next((cpu for found, _, _, _, cpu in proc_stats() if found == pid), 0.0)
+    return next((client.process_cpu(p).seconds for p in client.processes() if p.pid == pid), 0.0)
 
 
 def measure(args, script, extra, shape, n, server_cpus, load_cpus):

@@ -17,11 +17,9 @@ import signal
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof  # noqa: E402
+import common  # noqa: F401  its path finds the tests' harness
+from helpers import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof
 
 
 def cycle(script, signum, folder):

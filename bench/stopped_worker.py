@@ -22,10 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from helpers import Server, wait_for_workers  # noqa: E402
-
-from common import client_figures, table  # noqa: E402
+from common import client_figures, table
+from helpers import Server, wait_for_workers  # the tests' harness, through common's path
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals

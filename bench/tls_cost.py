@@ -39,7 +39,7 @@ import sys
 import tempfile
 import time
 
-from common import (CLIENT_CORE, PIN_SERVER, ROOT, SERVER_CORE, client_figures,  # puts tests/ on sys.path
+from common import (CLIENT_CORE, PIN_SERVER, ROOT, SERVER_CORE, client_figures,  # its path finds the tests' harness
                     group_cpu_seconds, pinned_client, pinned_figures, table)
 from helpers import CERT, KEY, Server
 

@@ -21,6 +21,8 @@ except ImportError:
     resource = None
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+import client as client_py  # noqa: E402  known once, in client.py: the TLS servers, the server's CPU (/proc)
 SERVERS = sorted(p.name for p in ROOT.glob("echo_*.py"))
 PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
                    "echo_shared_socket.py"}
@@ -39,8 +41,8 @@ WINE = any(os.path.basename(word) in ("wine", "wine64") for word in PYTHON)
 # interpreter lacks it, each says so in one line and exits 1 before listening.
 UNIX_ONLY = {"echo_epoll.py", "echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
              "echo_shared_socket.py"}
-# Servers that speak only TLS: Server passes them the test certificate, and connect() wraps.
-TLS_SERVERS = {"echo_selectors_tls.py"}
+# Servers that speak only TLS (client.py's list): Server passes them the test certificate, and connect() wraps.
+TLS_SERVERS = client_py.TLS_SERVERS
 CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
 
 
@@ -328,6 +330,11 @@ class Server:
     def cpu_seconds(self):
         return group_cpu_seconds(self.pid)
 
+    def cpu(self):
+        """The CPU of the server's process group so far, with its resolution (client.py's CPU)."""
+        needs_proc()
+        return client_py.group_cpu(self.pid, settle=0.1)
+
 
 def copier(pipe, path):
     """A thread that copies what comes on pipe to the file at path as it comes, until EOF."""
@@ -341,24 +348,13 @@ def copier(pipe, path):
 
 
 def proc_stats():
-    """(pid, ppid, pgrp, state, cpu seconds) for every process on the machine."""
+    """(pid, ppid, pgrp, state) for every process on the machine (client.py's reading of /proc)."""
     needs_proc()
-    tick = os.sysconf("SC_CLK_TCK")
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open("/proc/{}/stat".format(entry)) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        # After the name: state ppid pgrp session ... utime(12) stime(13) cutime(14) cstime(15)
-        cpu = sum(int(x) for x in fields[11:15]) / tick
-        yield int(entry), int(fields[1]), int(fields[2]), fields[0], cpu
+    return [(p.pid, p.ppid, p.pgrp, p.state) for p in client_py.processes() or ()]
 
 
 def group_pids(pgid):
-    return [pid for pid, _, pgrp, _, _ in proc_stats() if pgrp == pgid]
+    return [pid for pid, _, pgrp, _ in proc_stats() if pgrp == pgid]
 
 
 def group_fds(pgid):
@@ -387,7 +383,7 @@ def group_gone(pgid, timeout=3.0):
 
 
 def children_of(pid, states="RSD"):
-    return sorted(p for p, ppid, _, state, _ in proc_stats() if ppid == pid and state in states)
+    return sorted(p for p, ppid, _, state in proc_stats() if ppid == pid and state in states)
 
 
 def wait_for_workers(pid, count):
@@ -398,7 +394,9 @@ def wait_for_workers(pid, count):
 
 
 def group_cpu_seconds(pgid):
-    return sum(cpu for _, _, pgrp, _, cpu in proc_stats() if pgrp == pgid)
+    """The CPU seconds of process group pgid so far: client.py's group_cpu(), the one counter."""
+    needs_proc()
+    return client_py.group_cpu(pgid).seconds
 
 
 def exchange(sock, payload, chunk=65536):

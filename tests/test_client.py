@@ -13,7 +13,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, client, client_json, echo_processes,
-                     python_with_client, started_and_stopped, steady, unix_interpreter)
+                     python_with_client, started_and_stopped, steady, unix_interpreter, wait_until)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
@@ -159,27 +159,34 @@ def offers_uvloop(script):
                                         timeout=TIMEOUT).stdout
 
 
-@pytest.mark.parametrize("source, declared", [
-    ("UVLOOP = True\n", True), ("UVLOOP = False\n", False), ("", False), ("# UVLOOP = True\n", False),
-    ('"""UVLOOP = True"""\n', False), ("def main():\n    UVLOOP = True\n", False),
-    ("parse_args(uvloop=True)\n", False), ("UVLOOP = 1\n", False), ("def broken(:\n", False)])
-def test_uvloop_support_is_the_servers_module_constant(tmp_path, source, declared, client_module):
+PARSER = 'import argparse\nparser = argparse.ArgumentParser(description="Run with --uvloop.")\n'
+
+
+@pytest.mark.parametrize("source, offered", [
+    (PARSER + 'parser.add_argument("--uvloop", action="store_true")\nparser.parse_args()\n', True),
+    (PARSER + 'parser.add_argument("--uvloop", action="store_true", help="run on uvloop")\nparser.parse_args()\n',
+     True),
+    (PARSER + 'parser.add_argument("--work", help="not --uvloop")\nparser.parse_args()\n', False),
+    ("UVLOOP = True\n" + PARSER + "parser.parse_args()\n", False),  # its source is never read
+    ('"""A server; --uvloop some day."""\nimport sys\n', False), ("def broken(:\n", False)])
+def test_uvloop_support_is_what_the_servers_help_offers(tmp_path, source, offered, client_module):
+    """Whether a server takes --uvloop is asked of it (its --help lists the option), not read from its source:
+    a docstring, a description or another option's help that names the flag does not count."""
     script = tmp_path / "echo_x.py"
-    script.write_text('"""A server."""\nimport sys\n' + source)
-    assert client_module.takes_uvloop(script) is declared
+    script.write_text(source)
+    assert client_module.takes_uvloop([script]) == ([script] if offered else [])
 
 
-def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_declare_it(tmp_path, client_module):
-    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server that declares
-    UVLOOP = True; in a copy of the servers, that constant is added (faked) to those whose --help
-    offers --uvloop, so the rows must be exactly the servers that take the flag."""
+def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_offer_it(tmp_path, client_module):
+    """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help
+    offers --uvloop, in a copy of the servers where UVLOOP = True is taken away from every file (client.py
+    reads no server's source): the rows must be exactly the servers that take the flag."""
     offered = {name for name in SERVERS if offers_uvloop(ROOT / name)}
     assert "echo_asyncio_protocol.py" in offered
-    declared = {name for name in SERVERS if client_module.takes_uvloop(ROOT / name)}
-    assert not declared or declared == offered, "a server takes --uvloop without UVLOOP = True, or the reverse"
+    assert {script.name for script in client_module.takes_uvloop([ROOT / name for name in SERVERS])} == offered
     for name in SERVERS:
         source = (ROOT / name).read_text()
-        (tmp_path / name).write_text(source + ("\nUVLOOP = True\n" if name in offered - declared else ""))
+        (tmp_path / name).write_text(source.replace("\nUVLOOP = True", "\nUVLOOP_ = True"))
     code = ("import importlib.util, json\n"
             "client.HERE = client.Path({!r})\n"
             "real = importlib.util.find_spec\n"
@@ -217,6 +224,7 @@ class Counting:
         self.sock.setblocking(False)
         self.port, self.open, self.most = self.sock.getsockname()[1], 0, 0
         self.peers = set()  # the source addresses it accepted from
+        self.accepted = 0  # connections accepted in all
         self.stopping, self.pause = False, pause
         self.thread = threading.Thread(target=self.serve, daemon=True)
         self.thread.start()
@@ -234,6 +242,7 @@ class Counting:
                         while True:
                             conn, peer = self.sock.accept()
                             self.peers.add(peer[0])
+                            self.accepted += 1
                             selector.register(conn, selectors.EVENT_READ)
                             self.open += 1
                             self.most = max(self.most, self.open)
@@ -315,8 +324,9 @@ def test_connects_that_waited_on_a_syn_retry_are_counted_apart(counting_server):
     """A listener of backlog 1 that accepts nothing for 1.5 s: the connects past what its
     queue holds have their SYNs dropped and retried (after 1 s: dropped again; after 3 s: in)."""
     clients = 8
-    # client.py's own check that something listens takes one place in the queue.
-    queued = queue_capacity(1) - 1
+    # client.py checks that something listens through /proc here, without a connection (CLIENT.md, "The
+    # probe"): the queue's places are all the run's.
+    queued = queue_capacity(1)
     server = counting_server(backlog=1, pause=1.5)
     started = time.monotonic()
     figures, _ = client_json("--port", str(server.port), "--clients", str(clients), "--connects", "1", "--messages",
@@ -500,3 +510,91 @@ def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):
     svg = c.chart([{"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}], [])
     assert "messages per server CPU-second" in svg and ">900<" in svg
     assert svg.index("echo_cheap.py") < svg.index("echo_fast.py") < svg.index("echo_broken.py")
+
+
+# ---- --all: ranked by messages per server CPU-second, for a terminal of 100 columns
+
+def all_table(client_module, rows, scenario="article-100"):
+    w = client_module.Workload(clients=100, connects=5, messages=50)
+    return {"scenario": scenario, "workload": w, "server_work": 0, "rows": client_module.rank(rows)}
+
+
+def test_all_ranks_by_messages_per_server_cpu_second_and_says_so(client_module):
+    """The order follows the CPU figure, not msgs/s (which moves with the client and the machine), and
+    the table's title says so; where a server's CPU was not measured, msgs/s ranks, and the title says that."""
+    run = client_module.Run
+    rows = [run(server="echo_fast.py", msgs_per_s=90000.0, msgs_per_server_cpu_s=50000.0, server_cpu_s=0.5),
+            run(server="echo_cheap.py", msgs_per_s=60000.0, msgs_per_server_cpu_s=120000.0, server_cpu_s=0.2),
+            run(server="echo_broken.py", failed="2 reset"),
+            run(server="echo_middle.py", msgs_per_s=70000.0, msgs_per_server_cpu_s=80000.0, server_cpu_s=0.3)]
+    table = all_table(client_module, rows)
+    assert [r.server for r in table["rows"]] == ["echo_cheap.py", "echo_middle.py", "echo_fast.py", "echo_broken.py"]
+    heading = client_module.table_markdown(table)[0]
+    assert "ranked by messages per server CPU-second" in heading, heading
+    text = client_module.terminal_text([table])
+    assert "ranked by messages per server CPU-second" in " ".join(text.split())
+    order = [line.split()[1] for line in text.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"])]
+    assert order == ["echo_cheap.py", "echo_middle.py", "echo_fast.py"], text
+    unmeasured = [run(server="echo_a.py", msgs_per_s=1.0), run(server="echo_b.py", msgs_per_s=2.0)]
+    table = all_table(client_module, unmeasured)
+    assert [r.server for r in table["rows"]] == ["echo_b.py", "echo_a.py"]
+    assert "ranked by msgs/s" in client_module.table_markdown(table)[0]
+
+
+def test_all_fits_a_terminal_of_100_columns(client_module):
+    """Every figure of every row stays in --markdown; the terminal gets lines of 100 columns at most, even
+    with long server names, a long failure and a sweep."""
+    run = client_module.Run
+    rows = [run(server="echo_shared_socket.py --accept exclusive --workers 16 --backlog 4096", msgs_per_s=123456.0,
+                msgs_per_server_cpu_s=1234567.0, server_cpu_s=12.34, server_cpu_resolution_s=0.02, p99_ms=1234.0,
+                connect_s=0.1, echo_s=0.2, total_s=0.3, client_cpu_s=1.0, connect_p99_ms=1.0, syn_retries=0,
+                max_open=100, client_bound=True, worker_cpu_s=[0.5, 0.4], busiest_cpu_share=0.55, even_share=0.5),
+            run(server="echo_selectors_tls.py (TLS)", msgs_per_s=1.0, msgs_per_server_cpu_s=2.0, server_cpu_s=1.0,
+                server_cpu_resolution_s=1e-9, p99_ms=1.0),
+            run(server="echo_simple.py", failed="12 of 25,000 messages echoed; 24,988 no echo within 10 s; the "
+                "pattern's limit: it serves one client at a time " * 2)]
+    sweep = dict(client_module.no_sweep("echo_asyncio_buffered.py --uvloop"), scenario="pingpong-sweep",
+                 rates=[1000, 2000], workload=client_module.Workload(rate=1000, duration=1.0, messages=1))
+    text = client_module.terminal_text([all_table(client_module, rows)], [sweep],
+                                       {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks " * 3})
+    assert max(len(line) for line in text.splitlines()) <= 100, text
+    assert "echo_simple.py failed" in text and "pingpong-sweep" in text and "echo_epoll.py" in text
+    markdown = "\n".join(client_module.table_markdown(all_table(client_module, rows)))
+    assert max(len(line) for line in markdown.splitlines()) > 100  # the full table is --markdown's
+
+
+def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module):
+    """--all alone runs article-100, the scenario of the README's chart (results.svg); a load shape given
+    (even the default's own numbers) runs as "custom"."""
+    readme = (ROOT / "README.md").read_text()
+    assert "results.svg" in readme and client_module.DEFAULT_SCENARIO == "article-100"
+    assert "[results.svg](results.svg) draws article-100's" in (ROOT / "RESULTS.md").read_text()
+    names = [name for name, _, _ in client_module.scenarios_from(client_module.parse_args(["--all"]))]
+    assert names == ["article-100"]
+    for shape in (["--clients", "50"], ["--messages", "3"], ["--hold", "--connects", "1"]):
+        names = [name for name, _, _ in client_module.scenarios_from(client_module.parse_args(["--all", *shape]))]
+        assert names == ["custom"], shape
+    assert "article-100" in (ROOT / "CLIENT.md").read_text().split("## Every server: --all", 1)[1][:1500]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc/net/tcp says the port listens")
+def test_the_server_sees_the_runs_connections_and_no_probe(counting_server):
+    """Against a server on this machine, /proc says the port listens: client.py connects to nothing first, so
+    "Try it" logs exactly its connections. Where /proc cannot say (faked here), one probe connection comes
+    first, closed at once: what CLIENT.md's "The probe" and README's "Try it" tell the reader."""
+    server = counting_server(backlog=128)
+    shape = ["--port", str(server.port), "--clients", "2", "--connects", "3", "--messages", "1", "--procs", "1"]
+    assert client_json(*shape)[0]["connections"] == 6
+    assert wait_until(lambda: server.accepted == 6) and server.accepted == 6
+    client_json(*shape, prelude="import client\nclient.listening_sockets = lambda port: None")
+    assert wait_until(lambda: server.accepted == 6 + 7) and server.accepted == 13
+    assert "#the-probe" in (ROOT / "README.md").read_text() and "## The probe" in (ROOT / "CLIENT.md").read_text()
+
+
+def test_help_fits_a_screen():
+    """At most 60 lines at 80 columns, its groups and examples kept: the long explanations are CLIENT.md's."""
+    result = subprocess.run([sys.executable, str(ROOT / "client.py"), "--help"], capture_output=True, text=True,
+                            timeout=TIMEOUT, env=dict(os.environ, COLUMNS="80"))
+    assert result.returncode == 0 and len(result.stdout.splitlines()) <= 60, result.stdout
+    assert "CLIENT.md" in result.stdout

@@ -28,3 +28,24 @@ def test_every_part_was_measured_and_says_where():
         assert part["commit"] and part["when"] and part["commands"], name
     assert meta["machine"] and meta["linux"] and meta["cores"]
 
+
+
+def test_no_path_of_the_measuring_machine_is_in_the_results():
+    """RESULTS.md and SWEEPS.md name interpreters and folders by what they are, not by where they lay on the
+    machine that measured (bench/python_versions.py prints them so; regenerate.py renders older records so)."""
+    import re
+    for name in ("RESULTS.md", "SWEEPS.md"):
+        found = re.findall(r"(?:/(?:root|home|var|usr|opt|tmp|work|srv|mnt)/|\.pyenv|[A-Za-z]:\\)\S*",
+                           (ROOT / name).read_text())
+        assert not found, "{} names paths of the machine it was measured on: {}".format(name, found)
+
+
+def test_regenerate_uses_client_py_through_its_api_alone():
+    """bench/regenerate.py reads client.py's --json output back and writes figures, tables and charts with the
+    functions client.py declares for it (client.API), each documented, and with nothing else of client.py."""
+    import re
+    sys.path.insert(0, str(ROOT))
+    import client
+    used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / "regenerate.py").read_text())) - {"py", "API"}
+    assert used and used <= set(client.API), sorted(used - set(client.API))
+    assert all(getattr(client, name).__doc__ for name in client.API)
