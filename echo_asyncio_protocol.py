@@ -32,7 +32,6 @@ except ImportError:
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
-UVLOOP = True  # main() offers --uvloop, and client.py --all adds a uvloop row
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
 signals = 0  # the Ctrl-C and SIGTERM taken so far
