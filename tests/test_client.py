@@ -73,10 +73,14 @@ def test_text_and_json_carry_the_figures_the_record_declares(echo_server, client
     carried = {name for name, m in declared if not m["when"] or figures.get(name) is not None}
     assert set(figures) == carried
     assert {"errors", "p99_ms", "client_cpu_s"} <= carried and ("connect_phase_s" in carried) == ("--hold" in args)
+    # The server's CPU is found, and enough of it counted, in one run and maybe not in the next (this server
+    # is a thread of the test's process, whose ended threads count in ticks): the two runs may differ there.
+    sometimes = {name for name, m in declared if m["line"] == "server"}
     for name, m in declared:
-        assert text_has(text, m) == (name in carried), (name, text)
-    lines = {line.split(None, 1)[0] for line in text.splitlines()}
-    assert lines == {m["line"] for name, m in declared if name in carried} | {"workload", "note"}
+        if name not in sometimes:
+            assert text_has(text, m) == (name in carried), (name, text)
+    lines = {line.split(None, 1)[0] for line in text.splitlines()} - {"server"}
+    assert lines == {m["line"] for name, m in declared if name in carried and name not in sometimes} | {"workload", "note"}
 
 
 @pytest.mark.slow
