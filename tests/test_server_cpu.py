@@ -138,7 +138,7 @@ def test_a_process_servers_figure_counts_its_workers(tmp_path, client_module):
     one by one) and its parent's, to the nanosecond (no thread exits, no worker is reaped)."""
     needs_proc()
     proc = subprocess.Popen([sys.executable, str(ROOT / "echo_prefork.py"), "--port", "0", "-q", "--workers", "3",
-                             "--work", "200000"], stdout=subprocess.PIPE, text=True, start_new_session=True)
+                             "--work", "400000"], stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         port = int(proc.stdout.readline().split(":")[1])
         workers = wait_for_workers(proc.pid, 3)
@@ -245,7 +245,7 @@ def test_a_single_server_run_reports_the_servers_cpu(tmp_path):
     reports its CPU over the run, and its workers' (echo_prefork.py: a pool below it), with the resolution;
     the test's own reading of the server's group agrees."""
     from helpers import Server, client
-    server = Server("echo_prefork.py", tmp_path, ["-q", "--workers", "2", "--work", "100000"]).wait_for_port()
+    server = Server("echo_prefork.py", tmp_path, ["-q", "--workers", "2", "--work", "300000"]).wait_for_port()
     try:
         wait_for_workers(server.pid, 2)
         before = server.cpu()
