@@ -1537,20 +1537,25 @@ def server_entries(args):
 
 
 def takes_uvloop(scripts):
-    """The scripts that take --uvloop, as each says in its --help (asked of all at once): nothing is read
-    from a server's source. An option's line in argparse's help starts with it."""
+    """The scripts that take --uvloop, as each says in its --help: nothing is read from a server's source. An
+    option's line in argparse's help starts with it."""
+    return [script for script, out in servers_help(scripts).items()
+            if any(line.strip().startswith("--uvloop") for line in out.splitlines())]
+
+
+def servers_help(scripts):
+    """{script: what its --help prints} (asked of all at once; "" where it says nothing in 30 s)."""
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)) for script in scripts]
-    offered = []
+    said = {}
     for script, proc in asked:
         try:
-            out = proc.communicate(timeout=30)[0].decode(errors="replace")
+            out = proc.communicate(timeout=30)[0]
         except subprocess.TimeoutExpired:
             proc.kill()
-            out = proc.communicate()[0].decode(errors="replace")
-        if any(line.strip().startswith("--uvloop") for line in out.splitlines()):
-            offered.append(script)
-    return offered
+            out = proc.communicate()[0]
+        said[script] = out.decode(errors="replace")
+    return said
 
 
 def why_failed(result, w, name):
@@ -1572,11 +1577,7 @@ def workers_of(command):
             return flags[i + 1]
         if flag.startswith("--workers="):
             return flag.split("=", 1)[1]
-    try:
-        out = subprocess.run([sys.executable, str(HERE / command[0]), "--help"], stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        out = ""
+    out = servers_help([HERE / command[0]])[HERE / command[0]]
     said = " ".join(out.split()).split("--workers N ", 1)[-1] if "--workers N " in out else ""
     default = said.split("(default: ", 1)[1].split(")", 1)[0] if "(default: " in said else ""
     return default if default.isdigit() else "its --workers"
