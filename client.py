@@ -917,8 +917,10 @@ def yes(value):
     return "yes" if value else "no"
 
 
-COUNT, RATE, SECONDS, SHARE = "{:,}", "{:,.0f}", "{:.2f}", "{:.0%}"
-WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.61/0.39"
+COUNT, RATE, SHARE = "{:,}", "{:,.0f}", "{:.0%}"
+MB = "{:.2f}"  # megabytes a second
+CPU_S = "{:.3f}"  # CPU seconds to the millisecond: finer than the 10 ms tick, so a reader sees the figure's digits
+WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.612/0.394"
 
 
 def tls_figures():
@@ -942,7 +944,7 @@ def connect_figures():
 
 
 def client_figures(per, errors_column):
-    return {"client_cpu_s": figure("client CPU", SECONDS, "client", "s", table=True),
+    return {"client_cpu_s": figure("client CPU", CPU_S, "client", "s", table=True),
             "client_us": figure("client CPU per " + per, "{:.1f}", "client", "us"),
             "client_ports_exhausted": figure("client out of local ports", COUNT, "client"),
             "client_descriptors_exhausted": figure("client out of descriptors", COUNT, "client"),
@@ -970,7 +972,7 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "wall_s": figure("messages in", "{:.3f}", "messages", "s"),
     "connections": figure("connections completed", COUNT, "messages"),
     "msgs_per_s": figure("msgs/s", RATE, "rates", table=True),
-    "mb_per_s": figure("MB/s", SECONDS, "rates", table=True),
+    "mb_per_s": figure("MB/s", MB, "rates", table=True),
     "conns_per_s": figure("connections/s", RATE, "rates"),
     **connect_figures(),
     "p50_ms": figure("latency p50", ms_text, "latency", "ms"),
@@ -978,14 +980,14 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "p99_ms": figure("latency p99", ms_text, "latency", "ms", table=True),
     "max_ms": figure("latency max", ms_text, "latency", "ms"),
     **tls_figures(),
-    "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True, table=True),
+    "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True, table=True),
     # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
     "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", yes, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
-    "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU("{:.2f}".format(x) for x in s), "server", "s",
+    "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU(CPU_S.format(x) for x in s), "server", "s",
                            when=True, table=True),
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
@@ -1004,14 +1006,14 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     "reply_rate": figure("replies/s", RATE, "replies", table=True),
     "messages": figure("messages verified", COUNT, "messages"),
     "expected": figure("messages expected", COUNT, "messages"),
-    "mb_per_s": figure("MB/s", SECONDS, "messages"),
+    "mb_per_s": figure("MB/s", MB, "messages"),
     "p50_ms": figure("response p50", ms_text, "response", "ms", table=True),
     "p90_ms": figure("response p90", ms_text, "response", "ms", table=True),
     "p99_ms": figure("response p99", ms_text, "response", "ms", table=True),
     "max_ms": figure("response max", ms_text, "response", "ms", table=True),
     **connect_figures(),
     **tls_figures(),
-    "server_cpu_s": figure("server CPU", SECONDS, "server", "s", when=True),
+    "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True),
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True),
     **client_figures("connection", True),
 })

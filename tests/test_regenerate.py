@@ -49,3 +49,22 @@ def test_regenerate_uses_client_py_through_its_api_alone():
     used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / "regenerate.py").read_text())) - {"py", "API"}
     assert used and used <= set(client.API), sorted(used - set(client.API))
     assert all(getattr(client, name).__doc__ for name in client.API)
+
+
+def test_the_header_names_each_sitting_the_parts_were_measured_in():
+    """Parts measured again later (--only) are not one span: "from 13:55 to 14:53" would hide a gap."""
+    import regenerate
+    part = lambda started, when: {"started": "2026-11-24 " + started + " UTC", "when": "2026-11-24 " + when + " UTC"}
+    one = [part("13:55", "13:58"), part("13:58", "14:07"), part("14:09", "14:20")]  # gaps of 5 minutes or less
+    assert regenerate.sittings(one) == "from 2026-11-24 13:55 UTC to 2026-11-24 14:20 UTC"
+    two = [part("14:17", "14:53"), part("13:55", "14:07")]
+    assert regenerate.sittings(two) == "in 2 sittings: 2026-11-24 13:55 UTC to 14:07 UTC and " \
+                                       "2026-11-24 14:17 UTC to 14:53 UTC"
+
+
+def test_the_first_answer_follows_the_figures_not_a_fixed_sentence():
+    import regenerate
+    assert "about the same" in regenerate.select_headline(8.8, 8.4)  # 5 % apart: the spread of repeated runs
+    assert "select() costs 20% less" in regenerate.select_headline(10.0, 8.0)
+    assert "epoll costs 20% less" in regenerate.select_headline(8.0, 10.0)
+    assert "does not" in regenerate.select_headline(None, 8.0)
