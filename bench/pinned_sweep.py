@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from common import client_figures, table
+from common import client, client_figures, table
 from helpers import SERVERS, TIMEOUT, Server, kill_group, wait_until  # the tests' harness, through common's path
 
 SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
@@ -123,7 +123,7 @@ def main():
         step_count(args.rates)
     except ValueError:
         parser.error("--rates takes A:B:STEP, as client.py --rate does for a sweep")
-    scripts = args.servers or [s for s in SERVERS if s not in SLOW]
+    scripts = args.servers or [s for s in SERVERS if s not in SLOW and s not in client.TLS_SERVERS]  # plain echo
     head = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
             "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
                                                             args.rates),
