@@ -55,7 +55,7 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
                     # sock_accept() would fail again at once (EMFILE, even with no client): never spin.
                     await ready(server_sock, loop.add_reader, loop.remove_reader)
                     continue
-                log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+                log("[FD:{}]Accept:{}", new_sock.fileno(), peer(address))
                 # The article's ensure_future() kept no reference: a task could vanish mid-connection.
                 task = asyncio.create_task(recv_send(new_sock))
                 tasks.add(task)
@@ -226,6 +226,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

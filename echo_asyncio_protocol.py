@@ -79,7 +79,7 @@ class EchoProtocol(asyncio.Protocol):
         # One timer per connection, stamped per chunk, not a call_later() per chunk: that costs far more.
         self.deadline = Deadline(self.fd, transport.abort, transport.get_write_buffer_size)
         connections.add(self)
-        log("[FD:{}]Accept:{}:{}", self.fd, *transport.get_extra_info("peername")[:2])
+        log("[FD:{}]Accept:{}", self.fd, peer(transport.get_extra_info("peername")))
         if stopping:  # accepted as the stop came
             self.stop()
 
@@ -206,6 +206,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

@@ -62,7 +62,7 @@ async def accept_loop(server_sock, backlog, context):
 
 async def send_recv(reader, writer):
     fd = writer.get_extra_info("socket").fileno()
-    log("[FD:{}]Accept:{}:{}", fd, *writer.get_extra_info("peername")[:2])
+    log("[FD:{}]Accept:{}", fd, peer(writer.get_extra_info("peername")))
     task = asyncio.current_task()
     tasks.add(task)
     # One timer per connection, stamped per chunk: asyncio.timeout() around each await costs far more.
@@ -199,6 +199,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

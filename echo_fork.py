@@ -78,7 +78,7 @@ def start_worker(server_sock, sock, address):
             server_sock.close()
             take_child_signals()
             # Logged here, not in the parent: the child could serve a quick client first.
-            log("Accept:{}:{}", *address[:2])
+            log("Accept:{}", peer(address))
             # Ctrl-C reaches the whole group: the parent relays it as SIGTERM, so a worker counts one stop.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
@@ -224,6 +224,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

@@ -54,7 +54,7 @@ def accept_loop(server_sock):
         finally:
             fcntl.lockf(lock_file, fcntl.LOCK_UN)
             log("Unlock")
-        log("Accept:{}:{}", *address[:2])
+        log("Accept:{}", peer(address))
         with new_sock:
             send_recv_loop(new_sock)
 
@@ -253,6 +253,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

@@ -51,7 +51,7 @@ def accept_thread(server_sock):
         finally:
             LOCK.release()
         log("<{}>Release Lock", ident)
-        log("<{}>Accept:{}:{}", ident, *address[:2])
+        log("<{}>Accept:{}", ident, peer(address))
         with new_sock:
             send_recv_loop(new_sock)
 
@@ -214,6 +214,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

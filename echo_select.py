@@ -85,7 +85,7 @@ def accept_clients(server_sock, descriptors, deadlines, now):
         new_sock.setblocking(False)
         descriptors[new_sock.fileno()] = new_sock
         deadlines[new_sock.fileno()] = now
-        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+        log("[FD:{}]Accept:{}", new_sock.fileno(), peer(address))
 
 
 def send_recv(sock):
@@ -194,6 +194,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

@@ -135,7 +135,7 @@ def hand_over():
             pid, channel = list(channels.items())[next(turn) % len(channels)]
             try:
                 socket.send_fds(channel, [b"c"], [new_sock.fileno()])
-                log("[PID:{}]Accept:{}:{}", pid, *address[:2])  # its worker may have logged first
+                log("[PID:{}]Accept:{}", pid, peer(address))  # its worker may have logged first
                 break
             except BlockingIOError:
                 full.append(channel)
@@ -144,7 +144,7 @@ def hand_over():
         else:
             if full:
                 return full
-            log("Accept:{}:{}: connection shed, no worker takes it", *address[:2])
+            log("Accept:{}: connection shed, no worker takes it", peer(address))
         waiting.popleft()
         new_sock.close()
     return []
@@ -339,6 +339,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

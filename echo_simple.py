@@ -36,7 +36,7 @@ def accept_loop(server_sock):
     log("Ready For Accept")
     while True:
         new_sock, address = accept_client(server_sock)
-        log("[FD:{}]Accept:{}:{}", new_sock.fileno(), *address[:2])
+        log("[FD:{}]Accept:{}", new_sock.fileno(), peer(address))
         # The article answered one recv() and closed; serve the client until it closes.
         with new_sock:
             send_recv_loop(new_sock)
@@ -175,6 +175,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

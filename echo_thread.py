@@ -74,7 +74,7 @@ def start_worker(sock, address):
 
 def send_recv_thread(sock, address):
     # Logged here, not after start(): a quick client could be served before the main thread logs.
-    log("<{}>Accept:{}:{}", threading.get_ident(), *address[:2])
+    log("<{}>Accept:{}", threading.get_ident(), peer(address))
     with sock:
         send_recv_loop(sock)
 
@@ -208,6 +208,12 @@ def log(fmt, *args):
     """Print one of the article's log lines, unless -q."""
     if not QUIET:  # one write per line: lines from several workers do not interleave
         print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+
+
+def peer(address):
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
+    host, port = address[:2]
+    return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 
 def shed_connection(server_sock, error):

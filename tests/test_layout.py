@@ -30,14 +30,14 @@ HELPERS = ["receive_chunk", "half_close_then_drain", "stop_clients", "on_signal"
            # the select loops': taught in echo_select.py (Deadlines, half_close_all()) and echo_select_pool.py
            "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
-# first nine are in every file.
-SHARED = HELPERS + ["log", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
+# first ten are in every file.
+SHARED = HELPERS + ["log", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "hold_stop_signals", "release_stop_signals", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
-EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 9]
+EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_simple.py": {"take_stop_signals", "accept_client", "receive", "send_echo", "stop_server", "cut"},
              "echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
