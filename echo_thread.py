@@ -211,8 +211,9 @@ def log(fmt, *args):
 
 
 def peer(address):
-    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696)."""
-    host, port = address[:2]
+    """A peer's address as the log writes it: host:port, an IPv6 host in brackets ([::1]:45696);
+    ?:? where the system could not tell (asyncio's peername is None if the peer reset first)."""
+    host, port = address[:2] if address else ("?", "?")
     return ("[{}]:{}" if ":" in host else "{}:{}").format(host, port)
 
 

@@ -459,6 +459,21 @@ def test_ipv6_host_serves_an_echo(script, start_server):
     assert wait_until(lambda: accept.search(server.stdout())), "the log shows the client's IPv6 address in brackets"
 
 
+@every_server
+def test_a_peer_is_logged_as_a_reader_writes_it(script):
+    """IPv4 host:port, IPv6 in brackets, and a peer the system could not name (asyncio's peername is
+    None where getpeername() failed after a reset: macOS does) logged, not a TypeError in connection_made."""
+    import ast
+    tree = ast.parse((ROOT / script).read_text())
+    found = {}
+    exec(compile(ast.Module([n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "peer"], []),
+                 script, "exec"), found)
+    peer = found["peer"]
+    assert peer(("127.0.0.1", 45696)) == "127.0.0.1:45696"
+    assert peer(("::1", 45696, 0, 0)) == "[::1]:45696"
+    assert peer(None) == "?:?"
+
+
 def listen_backlogs(port):
     """The accept-queue limit of every TCP socket listening on port: what `ss -ltn`
     shows as Send-Q, asked of the Linux kernel over netlink (sock_diag)."""
