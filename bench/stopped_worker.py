@@ -22,8 +22,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from common import client_figures, table
-from helpers import Server, wait_for_workers  # the tests' harness, through common's path
+from common import Server, client_figures, table, wait_for_workers
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals

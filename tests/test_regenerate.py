@@ -49,3 +49,14 @@ def test_regenerate_uses_client_py_through_its_api_alone():
     used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / "regenerate.py").read_text())) - {"py", "API"}
     assert used and used <= set(client.API), sorted(used - set(client.API))
     assert all(getattr(client, name).__doc__ for name in client.API)
+
+
+def test_the_tests_import_the_benchmarks_harness_not_the_other_way_round():
+    """bench/common.py is the harness bench/ shares (Server, the process readers, the waits), and tests/helpers.py
+    imports it from there: no bench script imports tests/helpers.py or pytest, or puts tests/ on its path, but
+    bench/soak.py, the command of tests/soak.py (the soak that tests/test_soak.py runs short)."""
+    import re
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        text = path.read_text()
+        assert not re.search(r"^\s*(from|import) (helpers|pytest)\b", text, re.M), path.name
+        assert path.name == "soak.py" or not re.search(r"sys\.path\.\w+\(.*\"tests\"", text), path.name
