@@ -877,6 +877,11 @@ def percentile(ordered, q):
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000 if ordered else None
 
 
+def at_least(ordered, seconds):
+    """How many of sorted seconds are that many seconds or more."""
+    return len(ordered) - bisect.bisect_left(ordered, seconds)
+
+
 # ---- results: records whose fields say how every output writes them
 
 def figure(title, spec, line, unit="", when=False, table=False):
@@ -1011,6 +1016,9 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     "p90_ms": figure("response p90", ms_text, "response", "ms", table=True),
     "p99_ms": figure("response p99", ms_text, "response", "ms", table=True),
     "max_ms": figure("response max", ms_text, "response", "ms", table=True),
+    # Responses that waited: past the knee's p99 bound (100 ms), and past a second (a stall, a SYN retry).
+    "responses_100ms_or_more": figure("response >= 100 ms", COUNT, "response"),
+    "responses_1s_or_more": figure("response >= 1 s", COUNT, "response"),
     **connect_figures(),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True),
@@ -1074,7 +1082,7 @@ def counted(parts):
                "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
                "client_cpu_s": cpu, "connect_p50_ms": percentile(ordered, 0.50),
                "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
-               "syn_retries": len(ordered) - bisect.bisect_left(ordered, SYN_RETRY)}
+               "syn_retries": at_least(ordered, SYN_RETRY)}
     return figures
 
 
@@ -1140,7 +1148,8 @@ def combine_open(parts, w):
                 kept_schedule=achieved >= KEPT_SCHEDULE * rate, reply_rate=figures["connections"] / span,
                 expected=round(rate * duration) * w.messages, mb_per_s=figures["messages"] * w.size / span / 1e6,
                 p50_ms=percentile(responses, 0.50), p90_ms=percentile(responses, 0.90),
-                p99_ms=percentile(responses, 0.99), max_ms=percentile(responses, 1.0))
+                p99_ms=percentile(responses, 0.99), max_ms=percentile(responses, 1.0),
+                responses_100ms_or_more=at_least(responses, 0.1), responses_1s_or_more=at_least(responses, 1.0))
 
 
 # ---- the open loop's sweep and knee

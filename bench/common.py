@@ -1,19 +1,33 @@
 # SPDX-License-Identifier: 0BSD
-"""What the benchmarks share: client.py (loaded from its file) and its counter of a server's CPU, a client.py
-run's figures, messages per server CPU-second with server and client pinned to a core each, a server file at
-a git revision, and a table printed as it is measured. It imports nothing from tests/; the scripts that start
-servers with the tests' harness (tests/helpers.py's Server) find it through the one path set here."""
+"""What the benchmarks share, and the harness the tests import from here: client.py (loaded from its file)
+and its counter of a server's CPU; a server started from a copy of its script (Server) and looked at from
+outside (its group's processes and workers), talked to over TCP or TLS; a client.py run's figures, messages
+per server CPU-second with server and client pinned to a core each, a server file at a git revision, and a
+table printed as it is measured. It imports nothing from tests/ (it hands a TLS server the test certificate,
+tests/tls/), and nothing outside the standard library: tests/helpers.py imports the harness from here and
+adds what only the tests use."""
 import importlib.util
 import json
 import os
 import re
+import shlex
+import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
+import threading
+import time
+import unittest
 from pathlib import Path
 
+try:
+    import resource  # Server's rlimits; Windows' CPython has no resource module
+except ImportError:
+    resource = None
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.append(str(ROOT / "tests"))  # for the scripts' `from helpers import Server`; never used here
 
 
 def load_client():
@@ -28,13 +42,348 @@ def load_client():
 
 client = load_client()
 
+SERVERS = sorted(p.name for p in ROOT.glob("echo_*.py"))
+PROCESS_SERVERS = {"echo_fork.py", "echo_prefork.py", "echo_reuseport.py", "echo_selectors_process.py",
+                   "echo_shared_socket.py"}
+TIMEOUT = 10.0  # the bound on any single wait of the harness
+# The interpreter that runs the servers: ECHO_PYTHON, a command (the tests' Windows lane: "wine
+# /path/to/python.exe", see DEVELOPMENT.md), else the one running this. The harness itself always runs
+# here, on Linux: it reads /proc, sets rlimits and signals process groups.
+PYTHON = shlex.split(os.environ.get("ECHO_PYTHON", "")) or [sys.executable]
+# Wine's CPython cannot start with a file as a standard stream (init_sys_streams: WinError 6): it gets
+# pipes, which threads copy to the files the harness reads.
+PIPED = PYTHON[0] != sys.executable
+# Servers that speak only TLS (client.py's list): Server passes them the test certificate, and connect() wraps.
+TLS_SERVERS = client.TLS_SERVERS
+CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
+
+
+def needs_proc(what="/proc"):
+    """Where there is no /proc (macOS), raise unittest.SkipTest with the reason: a test stops there,
+    skipped (pytest takes SkipTest as its own skip; what it checked before still held), and so does a
+    benchmark. The harness reads /proc only through this."""
+    if not os.path.isdir("/proc/self"):
+        raise unittest.SkipTest("reads {}, which this system does not have".format(what))
+
+
+def skip_where_unavailable(script, args=()):
+    """Raise unittest.SkipTest where script's pattern cannot run, as needs_proc() does (the server would
+    say so in one line and exit: test_missing_platform_feature_is_one_clear_line); never on Linux, which
+    has them all."""
+    import select
+    if script == "echo_epoll.py" and not hasattr(select, "epoll"):
+        missing = "epoll"
+    elif script == "echo_reuseport.py" and not sys.platform.startswith("linux"):
+        missing = "Linux's SO_REUSEPORT"
+    elif script == "echo_shared_socket.py" and "exclusive" in args and not hasattr(select, "EPOLLEXCLUSIVE"):
+        missing = "EPOLLEXCLUSIVE"
+    else:
+        return
+    raise unittest.SkipTest("{} needs {}, which this system does not have".format(script, missing))
+
+
+def tls_args(script):
+    """The flags that give a TLS server the test certificate (none for the others)."""
+    return ["--cert", str(CERT), "--key", str(KEY)] if script in TLS_SERVERS else []
+
+
+class TLSClient:
+    """A TLS client on a TCP socket, used as the tests use a TCP one: one thread may send while
+    another reads (exchange() does; an SSLSocket must not be used so: its SSL object is not safe
+    from two threads at once, and crashed here), shutdown(SHUT_WR) is TLS's half-close
+    (close_notify, then reading goes on), and the server's close_notify reads as EOF. The TLS is
+    an ssl.SSLObject on memory buffers: no call of it touches the socket, so none can read the
+    echo that SSLSocket.unwrap() would take as data after close_notify (and fail on). Other
+    methods (settimeout, setsockopt, close...) are the TCP socket's."""
+
+    def __init__(self, sock, context, server_hostname):
+        self.sock, self.lock, self.send_lock = sock, threading.Lock(), threading.Lock()
+        self.incoming, self.outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = context.wrap_bio(self.incoming, self.outgoing, server_hostname=server_hostname)
+        self.plain, self.eof, self.unsent = bytearray(), False, b""  # decrypted, not yet returned
+        try:
+            while True:
+                try:
+                    self.tls.do_handshake()
+                    break
+                except ssl.SSLWantReadError:
+                    self._flush()
+                    self._take(self.sock.recv(65536), during_handshake=True)
+        finally:
+            self._flush()  # the last flight, or the alert that says why it failed
+
+    def __getattr__(self, name):
+        return getattr(self.sock, name)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.sock.close()
+
+    def _flush(self):
+        """Send what the TLS object wrote (after what a non-blocking send() could not)."""
+        with self.lock:
+            self.unsent += self.outgoing.read()
+        while self.unsent:
+            sent = self.sock.send(self.unsent)  # BlockingIOError on a non-blocking socket: kept
+            self.unsent = self.unsent[sent:]
+
+    def _take(self, data, during_handshake=False):
+        if not data:
+            if during_handshake:
+                raise ConnectionResetError("the server closed during the handshake")
+            self.eof = True  # TCP's EOF without close_notify: EOF all the same here
+        with self.lock:
+            self.incoming.write(data)
+
+    def sendall(self, data):
+        with self.send_lock:
+            with self.lock:
+                self.tls.write(data)
+            self._flush()
+
+    def send(self, data):
+        """All of data is taken (at most 16 KiB); what the kernel could not take waits for the next send()."""
+        data = bytes(data[:16384])
+        with self.send_lock:
+            if self.unsent:
+                self._flush()  # raises BlockingIOError while the kernel has no room: nothing taken
+            with self.lock:
+                self.tls.write(data)
+            try:
+                self._flush()
+            except BlockingIOError:
+                pass
+        return len(data)
+
+    def recv(self, buflen, flags=0):
+        """Up to buflen bytes, as many as have come (a read of the TLS object returns one record)."""
+        while True:
+            with self.lock:
+                while len(self.plain) < buflen and not self.eof:
+                    try:
+                        data = self.tls.read(buflen - len(self.plain))
+                    except ssl.SSLWantReadError:
+                        break
+                    except ssl.SSLZeroReturnError:
+                        data = b""
+                    self.plain += data
+                    self.eof = not data
+                if self.plain or self.eof:
+                    data, self.plain = bytes(self.plain[:buflen]), self.plain[buflen:]
+                    return data
+            self._take(self.sock.recv(max(buflen, 65536)))  # waits outside the lock: the sender goes on
+
+    def shutdown(self, how):
+        if how != socket.SHUT_WR:
+            return self.sock.shutdown(how)
+        with self.send_lock:
+            with self.lock:
+                while True:  # first what came: unwrap() must find no echo still to decrypt
+                    try:
+                        self.plain += self.tls.read(65536)
+                    except (ssl.SSLWantReadError, ssl.SSLZeroReturnError):
+                        break
+                try:
+                    self.tls.unwrap()
+                except ssl.SSLWantReadError:
+                    pass  # close_notify is written; the server's comes later
+            self._flush()
+
+
+def tls_wrap(sock, server_hostname="127.0.0.1", cafile=CERT):
+    """sock after a TLS handshake with a server that the test certificate (cafile) vouches for,
+    trusting nothing else (never the system's store: the tests stay hermetic)."""
+    return TLSClient(sock, ssl.create_default_context(cafile=str(cafile)), server_hostname)
+
+
+def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
+    """Poll predicate() until it returns something true, at most timeout seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(interval)
+
+
+def kill_group(pgid):
+    """SIGKILL a process group (one started in a session of its own), if anything is left of it."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Server:
+    """One echo server started as a subprocess from a copy of its script in an empty folder."""
+
+    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None, wrap=(), python=()):
+        """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out;
+        wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
+        python: the interpreter's own flags (`-X dev`)."""
+        skip_where_unavailable(script, args)
+        self.script = script
+        self.tls = script in TLS_SERVERS or "--cert" in args  # connect() wraps its sockets
+        copy = Path(folder) / script
+        shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
+        self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
+        def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
+            for which, soft in (rlimits or {}).items():
+                resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
+        command = [str(copy), "--port", "0", *tls_args(script), *args]
+        if prelude:  # Python code that patches the standard library, run before the server
+            command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
+                prelude, command, str(copy))]
+        with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
+            streams = (subprocess.PIPE, subprocess.PIPE) if PIPED else (out, err)
+            self.proc = subprocess.Popen([*wrap, *PYTHON, *python, *command], cwd=folder,
+                                         stdin=subprocess.DEVNULL, stdout=streams[0], stderr=streams[1],
+                                         start_new_session=True, preexec_fn=limit)
+        self.pid = self.proc.pid
+        self.copiers = [copier(pipe, path) for pipe, path in ((self.proc.stdout, self.out_path),
+                                                              (self.proc.stderr, self.err_path)) if pipe]
+
+    def wait_for_port(self):
+        """Read the port from the server's first line, waiting a bounded time for it."""
+        wait_until(lambda: "\n" in self.stdout() or self.proc.poll() is not None)
+        line = self.stdout().split("\n", 1)[0]
+        assert line.startswith("Server Run Port:"), "no port line from {}: {!r} {!r}".format(
+            self.script, self.stdout(), self.stderr())
+        self.port = int(line.split(":")[1])
+        return self
+
+    def stdout(self):
+        return self.out_path.read_text(errors="replace")
+
+    def stderr(self):
+        return self.err_path.read_text(errors="replace")
+
+    def connect(self, timeout=TIMEOUT):
+        sock = socket.create_connection(("127.0.0.1", self.port), timeout=timeout)
+        return tls_wrap(sock) if self.tls else sock
+
+    def stop(self, signum=signal.SIGTERM, timeout=TIMEOUT):
+        """Send signum; return the exit status, or None if it did not exit in time."""
+        self.proc.send_signal(signum)
+        return self.wait(timeout)
+
+    def wait(self, timeout=TIMEOUT):
+        """The exit status, or None if it has not exited within timeout seconds."""
+        try:
+            return self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            return None
+
+    def kill(self):
+        """SIGKILL the server's whole process group (it was started as its own session)."""
+        kill_group(self.pid)
+        self.proc.wait(TIMEOUT)
+        for thread in self.copiers:
+            thread.join(TIMEOUT)
+
+    def cpu_seconds(self):
+        return group_cpu_seconds(self.pid)
+
+    def cpu(self):
+        """The CPU of the server's process group so far, with its resolution (client.py's CPU)."""
+        needs_proc()
+        return client.group_cpu(self.pid, settle=0.1)
+
+
+def copier(pipe, path):
+    """A thread that copies what comes on pipe to the file at path as it comes, until EOF."""
+    def copy():
+        with pipe, open(path, "ab", buffering=0) as f:
+            for data in iter(lambda: os.read(pipe.fileno(), 65536), b""):
+                f.write(data)
+    thread = threading.Thread(target=copy, daemon=True)
+    thread.start()
+    return thread
+
+
+def proc_stats():
+    """(pid, ppid, pgrp, state) for every process on the machine (client.py's reading of /proc)."""
+    needs_proc()
+    return [(p.pid, p.ppid, p.pgrp, p.state) for p in client.processes() or ()]
+
+
+def group_pids(pgid):
+    return [pid for pid, _, pgrp, _ in proc_stats() if pgrp == pgid]
+
+
+def group_gone(pgid, timeout=3.0):
+    """True once no process is left in the group (bounded wait). After the leader has exited, its
+    children are no longer its children (they are re-parented): the group still holds them."""
+    return wait_until(lambda: not group_pids(pgid), timeout)
+
+
+def children_of(pid, states="RSD"):
+    return sorted(p for p, ppid, _, state in proc_stats() if ppid == pid and state in states)
+
+
+def wait_for_workers(pid, count):
+    """The pids of a pool server's count workers, once all are up (bounded wait; asserts)."""
+    workers = wait_until(lambda: len(children_of(pid)) == count and children_of(pid))
+    assert workers, "{} workers wanted, the parent has {}".format(count, children_of(pid))
+    return workers
+
+
+def exchange(sock, payload, chunk=65536):
+    """Write payload in chunks from a thread while reading here: return what came
+    back (stopping at len(payload) bytes, EOF, or the socket's timeout)."""
+    view = memoryview(payload)
+    return send_while_reading(sock, [view[start:start + chunk] for start in range(0, len(view), chunk)])
+
+
+def send_while_reading(sock, pieces):
+    """One sendall() per piece from a thread, none waiting for a reply, while this
+    thread reads until every byte came back, EOF, or the socket's timeout."""
+    total = sum(map(len, pieces))
+
+    def writer():
+        try:
+            for piece in pieces:
+                sock.sendall(piece)
+        except OSError:
+            pass
+    thread = threading.Thread(target=writer, daemon=True)
+    thread.start()
+    received = bytearray()
+    try:
+        while len(received) < total:
+            data = sock.recv(1 << 20)
+            if not data:
+                break
+            received += data
+    except OSError:
+        pass
+    thread.join(TIMEOUT)
+    return bytes(received)
+
+
+def read_to_eof(sock, timeout=TIMEOUT):
+    """Everything until EOF; raises what recv() raises (a reset, a timeout)."""
+    sock.settimeout(timeout)
+    received = bytearray()
+    while True:
+        data = sock.recv(1 << 20)
+        if not data:
+            return bytes(received)
+        received += data
+
 
 def group_cpu_seconds(pgid):
     """The CPU seconds that process group pgid (a server and every process it started) has used so far:
     client.py's group_cpu(), schedstat's nanoseconds for live threads, ticks for those that have exited."""
+    needs_proc()
     return client.group_cpu(pgid).seconds
 
-SERVER_CORE, CLIENT_CORE = sorted(os.sched_getaffinity(0))[:2]  # the server on one, client.py on the other
+
+# The server on one core, client.py on the other; None where the system lets no process choose (macOS,
+# where the tests import the harness too) or has no second core.
+SERVER_CORE, CLIENT_CORE = (sorted(getattr(os, "sched_getaffinity", lambda pid: ())(0)) + [None, None])[:2]
 PIN_SERVER = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)  # a Server prelude: on SERVER_CORE
 
 

@@ -16,8 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, file_at, messages_per_cpu_second  # its path finds the tests' harness
-from helpers import Server
+from common import ROOT, SERVER_CORE, Server, file_at, messages_per_cpu_second
 SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
     "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],
     "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold"],

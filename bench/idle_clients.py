@@ -18,8 +18,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, file_at  # its path finds the tests' harness
-from helpers import SERVERS, Server
+from common import ROOT, SERVERS, Server, file_at
 
 
 def echoed(port, wait):

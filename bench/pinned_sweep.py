@@ -22,8 +22,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-from common import client, client_figures, table
-from helpers import SERVERS, TIMEOUT, Server, kill_group, wait_until  # the tests' harness, through common's path
+from common import SERVERS, TIMEOUT, Server, client, client_figures, kill_group, table, wait_until
 
 SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all

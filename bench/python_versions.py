@@ -35,9 +35,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, messages_per_cpu_second, table, without_paths  # its path: the tests' harness
+from common import ROOT, SERVER_CORE, TIMEOUT, kill_group, messages_per_cpu_second, table, wait_until, without_paths
 from deadline_cost import SCENARIOS
-from helpers import TIMEOUT, kill_group, wait_until
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
               "MALLOC_MMAP_THRESHOLD_": "131072"}

@@ -27,8 +27,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import client, without_paths  # client.py's API alone (client.API): figures written as client.py does
-from helpers import SERVERS, TLS_SERVERS  # the tests' list of servers, through common's path
+# client.py's API alone (client.API): figures written as client.py does
+from common import SERVERS, TLS_SERVERS, client, without_paths
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"

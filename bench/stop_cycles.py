@@ -18,8 +18,7 @@ import sys
 import tempfile
 import time
 
-import common  # noqa: F401  its path finds the tests' harness
-from helpers import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof
+from common import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof
 
 
 def cycle(script, signum, folder):

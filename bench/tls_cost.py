@@ -39,9 +39,8 @@ import sys
 import tempfile
 import time
 
-from common import (CLIENT_CORE, PIN_SERVER, ROOT, SERVER_CORE, client_figures,  # its path finds the tests' harness
-                    group_cpu_seconds, pinned_client, pinned_figures, table)
-from helpers import CERT, KEY, Server
+from common import (CERT, CLIENT_CORE, KEY, PIN_SERVER, ROOT, SERVER_CORE, Server, client_figures, group_cpu_seconds,
+                    pinned_client, pinned_figures, table)
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
