@@ -15,6 +15,7 @@ import shutil
 import signal
 import socket
 import ssl
+import struct
 import subprocess
 import sys
 import threading
@@ -206,6 +207,23 @@ def wait_until(predicate, timeout=TIMEOUT, interval=0.01):
         if value or time.monotonic() > deadline:
             return value
         time.sleep(interval)
+
+
+def steady(read, readings=5, interval=0.1, timeout=TIMEOUT):
+    """read()'s value once it has not changed for that many readings in a row, interval seconds
+    apart (polled at most timeout seconds); None if it never settled."""
+    values = []
+
+    def settled():
+        values.append(read())
+        return len(values) >= readings and len(set(values[-readings:])) == 1
+    return values[-1] if wait_until(settled, timeout, interval) else None
+
+
+def reset(sock):
+    """Close sock with a TCP reset instead of the orderly FIN."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
 
 
 def kill_group(pgid):

@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import socket
-import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ from pathlib import Path
 sys.path.append(str(Path(__file__).resolve().parent.parent / "bench"))  # the harness, one module: bench/common.py
 from common import (CERT, KEY, PIPED, PROCESS_SERVERS, PYTHON, ROOT, SERVERS, TIMEOUT, TLS_SERVERS,  # noqa: E402, F401
                     Server, children_of, exchange, group_gone, group_pids, kill_group, needs_proc, proc_stats,
-                    read_to_eof, send_while_reading, skip_where_unavailable, tls_args, tls_wrap,
+                    read_to_eof, reset, send_while_reading, skip_where_unavailable, steady, tls_args, tls_wrap,
                     wait_for_workers, wait_until)
 
 POOL_SERVERS = PROCESS_SERVERS - {"echo_fork.py"}  # a parent and a pool of worker processes
@@ -37,17 +36,6 @@ def unix_interpreter():
                             capture_output=True, text=True, timeout=60)  # a new Wine prefix takes seconds
     assert result.returncode == 0, "the interpreter {} does not run: {}".format(PYTHON, result.stderr)
     return result.stdout.strip() == "True"
-
-
-def steady(read, readings=5, interval=0.1, timeout=TIMEOUT):
-    """read()'s value once it has not changed for that many readings in a row, interval seconds
-    apart (polled at most timeout seconds); None if it never settled."""
-    values = []
-
-    def settled():
-        values.append(read())
-        return len(values) >= readings and len(set(values[-readings:])) == 1
-    return values[-1] if wait_until(settled, timeout, interval) else None
 
 
 def started_and_stopped(make, stop, ready=lambda thing: thing):
@@ -112,12 +100,6 @@ def roundtrip(server, payload):
         except OSError:
             closed = False
     return echoed, closed
-
-
-def reset(sock):
-    """Close sock with a TCP reset instead of the orderly FIN."""
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    sock.close()
 
 
 def port_is_free(port):

@@ -5,8 +5,8 @@ The long one is a command: python3 bench/soak.py echo_prethread.py --warmup 3000
 """
 import pytest
 
-import soak
-from helpers import SERVERS, TLS_SERVERS
+from helpers import SERVERS, TLS_SERVERS  # first: it puts bench/ on the path
+import soak  # bench/soak.py  # noqa: E402
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
