@@ -1017,8 +1017,8 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     "p99_ms": figure("response p99", ms_text, "response", "ms", table=True),
     "max_ms": figure("response max", ms_text, "response", "ms", table=True),
     # Responses that waited: past the knee's p99 bound (100 ms), and past a second (a stall, a SYN retry).
-    "responses_100ms_or_more": figure("response >= 100 ms", COUNT, "response"),
-    "responses_1s_or_more": figure("response >= 1 s", COUNT, "response"),
+    "responses_100ms_or_more": figure("responses of 100 ms+", COUNT, "response"),
+    "responses_1s_or_more": figure("of 1 s+", COUNT, "response"),
     **connect_figures(),
     **tls_figures(),
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True),

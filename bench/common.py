@@ -4,7 +4,7 @@ and its counter of a server's CPU; a server started from a copy of its script (S
 outside (its group's processes and workers), talked to over TCP or TLS; a client.py run's figures, messages
 per server CPU-second with server and client pinned to a core each, a server file at a git revision, and a
 table printed as it is measured. It imports nothing from tests/ (it hands a TLS server the test certificate,
-tests/tls/), and nothing outside the standard library: tests/helpers.py imports the harness from here and
+tests/tls/), and nothing but client.py and the standard library: tests/helpers.py imports the harness from here and
 adds what only the tests use."""
 import importlib.util
 import json

@@ -11,7 +11,9 @@ the other cores, then sweeps the open loop against it (one exchange of 32 B per 
 core, so its knee is what that core lets it do. With --ceiling, the client's own ceiling is
 measured the same way first, against CMD (any echo server that prints "Server Run Port:N" as
 its first line, e.g. a small C one, run with "--port 0" added): a knee that reaches it is the
-client's, not the server's. Default servers: those whose knee in --all met the client's ceiling.
+client's, not the server's. Default servers: those whose knee in --all met the client's ceiling
+(not echo_simple.py, echo_fork.py, echo_thread.py or echo_threadpool.py, whose knees --all finds on
+its own), and not the TLS server (the sweep speaks plain TCP).
 Every wait is bounded; each server is stopped (its process group) whatever happens."""
 import argparse
 import os
@@ -111,7 +113,7 @@ def row(name, r, ceiling=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("servers", nargs="*", help="e.g. echo_epoll.py (default: all but " + ", ".join(sorted(SLOW)) + ")")
+    parser.add_argument("servers", nargs="*", help="e.g. echo_epoll.py (default: all but " + ", ".join(sorted(SLOW | set(client.TLS_SERVERS))) + ")")
     parser.add_argument("--rates", default="4000:50000:2000", help="as client.py --rate A:B:STEP takes them")
     parser.add_argument("--ceiling", metavar="CMD", help="an echo server command for the client's own ceiling")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table here")

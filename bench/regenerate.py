@@ -13,6 +13,7 @@ so every figure comes from this run. --only measures some parts again (the other
 would be the two loads'). A part that fails is reported and RESULTS.md names it; the rest still runs.
 """
 import argparse
+import calendar
 import glob
 import json
 import os
@@ -300,19 +301,22 @@ def values(meta):
 
 def sittings(parts, gap=300):
     """When the parts ran, in words: "from START to END", or each sitting's span where more than gap
-    seconds passed between one part's end and the next one's start (parts measured again with --only)."""
-    stamp = lambda text: time.mktime(time.strptime(text, "%Y-%m-%d %H:%M UTC"))
-    spans = sorted((p.get("started", p["when"]), p["when"]) for p in parts)
+    seconds passed between one part's end and the next one's start (parts measured again with --only).
+    A part that did not keep its start began its seconds before its end."""
+    stamp = lambda text: calendar.timegm(time.strptime(text, "%Y-%m-%d %H:%M UTC"))
+    began = lambda p: p.get("started") or time.strftime("%Y-%m-%d %H:%M UTC",
+                                                        time.gmtime(stamp(p["when"]) - p.get("seconds", 0)))
     merged = []
-    for start, end in spans:
+    for start, end in sorted((began(p), p["when"]) for p in parts):
         if merged and stamp(start) - stamp(merged[-1][1]) <= gap:
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
-    if len(merged) <= 1:
-        return "from {} to {}".format(*(merged[0] if merged else ("-", "-")))
     span = lambda a, b: a if a == b else "{} to {}".format(a, b[11:] if a[:10] == b[:10] else b)
-    return "in {} sittings: {}".format(len(merged), listing(span(a, b) for a, b in merged))
+    if len(merged) <= 1:
+        return "from {} to {}".format(*(merged[0] if merged else ("-", "-"))) if not merged or \
+            merged[0][0] != merged[0][1] else "at {}".format(merged[0][0])
+    return "in {} sittings ({})".format(len(merged), listing(span(a, b) for a, b in merged))
 
 
 def run_values(meta):
@@ -356,13 +360,21 @@ ASYNCIO_FORMS = [("asyncio_protocol", "a Protocol"), ("asyncio_buffered", "a Buf
 def select_headline(epoll_us, select_us):
     """The answer to "why did epoll lose to select?" that the server CPU a message at 100 clients gives."""
     if not epoll_us or not select_us:
-        return "It does not, once messages are sent."
+        return "(Not measured in this run.)"
     if abs(epoll_us / select_us - 1) <= SAME:
         return "It did not: once messages are sent, the two cost about the same."
     if epoll_us > select_us:
-        return "At 100 busy clients select() costs {:.0%} less a message, and loses at 1,000.".format(
-            1 - select_us / epoll_us)
-    return "It does not: epoll costs {:.0%} less a message even at 100 clients.".format(1 - epoll_us / select_us)
+        return "At 100 busy clients select() costs {:.0%} less a message.".format(1 - select_us / epoll_us)
+    return "It did not: epoll costs {:.0%} less a message even at 100 clients.".format(1 - epoll_us / select_us)
+
+
+def counted_to(rows):
+    """How the server CPU of rows was counted, in words: by schedstat's clock where every row's resolution is
+    1 ns, else in clock ticks (records from before client.py kept a resolution counted only ticks)."""
+    grains = [r.server_cpu_resolution_s for r in rows if r and not r.failed]
+    if grains and all(g is not None and g <= 1e-9 for g in grains):
+        return "each counted to the nanosecond by the kernel's schedstat clock"
+    return "the kernel counting CPU time in 10 ms ticks, and these runs using a few tenths of a second"
 
 
 def question_values():
@@ -389,10 +401,7 @@ def question_values():
     v["prefork_rank_1000"] = next((str(i) for i, r in enumerate(good, 1) if r.server == "echo_prefork.py"), "-")
     epoll_us, select_us = us(row(a100, "echo_epoll.py")), us(row(a100, "echo_select.py"))
     v["select_headline"] = select_headline(epoll_us, select_us)
-    grains = sorted({client.figure_text("server_cpu_resolution_s", r.server_cpu_resolution_s)
-                     for r in (row(a100, "echo_epoll.py"), row(a100, "echo_select.py"))
-                     if r and not r.failed and r.server_cpu_resolution_s is not None})
-    v["cpu_resolution_100"] = listing(grains) if grains else "the clock it was measured with"
+    v["cpu_resolution_100"] = counted_to([row(a100, "echo_epoll.py"), row(a100, "echo_select.py")])
     forms = [(us(row(a100, "echo_{}.py".format(short))), label) for short, label in ASYNCIO_FORMS]
     v["asyncio_order"] = listing("{} {:.1f} µs".format(label, cost) for cost, label in sorted(f for f in forms if f[0]))
     ep, se = row(a1000, "echo_epoll.py"), row(a1000, "echo_select.py")

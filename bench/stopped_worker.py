@@ -30,6 +30,7 @@ RUNS = [("echo_shared_socket.py", ("--accept", "all")), ("echo_shared_socket.py"
         ("echo_shared_socket.py", ("--accept", "exclusive")), ("echo_reuseport.py", ()),
         ("echo_prefork.py", ()), ("echo_selectors_process.py", ())]
 
+
 def one_run(script, extra, workers, rate, stop):
     """The open-loop figures (client.py --json) of one run with a worker stopped meanwhile."""
     with tempfile.TemporaryDirectory() as folder:

@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture
 def start_server(tmp_path):
     """start_server(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()) -> a running Server
-    (see helpers.Server); all are killed at the end."""
+    (see bench/common.py's Server); all are killed at the end."""
     def make(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()):
         folder = tempfile.mkdtemp(prefix="run", dir=tmp_path)
         return Server(script, folder, args, rlimits, prelude, source, wrap, python)

@@ -80,7 +80,8 @@ def progress_lines(stderr):
 
 SINGLE_FIELDS = ("offered_rate", "achieved_rate", "behind_ms", "reply_rate", "connections", "messages", "errors",
                  "error_kinds", "p50_ms", "p90_ms", "p99_ms", "max_ms", "connect_p50_ms", "connect_p99_ms",
-                 "max_open", "client_cpu_s", "client_ports_exhausted")
+                 "max_open", "client_cpu_s", "client_ports_exhausted", "responses_100ms_or_more",
+                 "responses_1s_or_more")
 
 
 @pytest.mark.slow
@@ -157,6 +158,10 @@ def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_
     assert 0.8 * pause_ms <= figures["max_ms"] < pause_ms + 1500
     assert figures["p99_ms"] >= 0.5 * pause_ms
     assert figures["p50_ms"] < 0.25 * pause_ms, "the connections outside the stall stay fast"
+    # Those scheduled in the stall's first 0.9 s waited 100 ms or more; at most those in it waited a second.
+    slow, slowest = figures["responses_100ms_or_more"], figures["responses_1s_or_more"]
+    assert 0.5 * rate * pause <= slow <= 1.5 * rate * pause, figures
+    assert slowest <= slow and (slowest > 0) == (figures["max_ms"] >= 1000), figures
 
 
 @pytest.mark.slow

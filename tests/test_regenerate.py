@@ -54,20 +54,36 @@ def test_regenerate_uses_client_py_through_its_api_alone():
 def test_the_header_names_each_sitting_the_parts_were_measured_in():
     """Parts measured again later (--only) are not one span: "from 13:55 to 14:53" would hide a gap."""
     import regenerate
-    part = lambda started, when: {"started": "2026-11-24 " + started + " UTC", "when": "2026-11-24 " + when + " UTC"}
+    part = lambda started, when, day="24": {"started": "2026-11-{} {} UTC".format(day, started),
+                                            "when": "2026-11-{} {} UTC".format(day, when), "seconds": 60}
     one = [part("13:55", "13:58"), part("13:58", "14:07"), part("14:09", "14:20")]  # gaps of 5 minutes or less
     assert regenerate.sittings(one) == "from 2026-11-24 13:55 UTC to 2026-11-24 14:20 UTC"
     two = [part("14:17", "14:53"), part("13:55", "14:07")]
-    assert regenerate.sittings(two) == "in 2 sittings: 2026-11-24 13:55 UTC to 14:07 UTC and " \
-                                       "2026-11-24 14:17 UTC to 14:53 UTC"
+    assert regenerate.sittings(two) == "in 2 sittings (2026-11-24 13:55 UTC to 14:07 UTC and " \
+                                       "2026-11-24 14:17 UTC to 14:53 UTC)"
+    midnight = [part("23:50", "23:58"), part("00:01", "00:20", day="25")]  # one sitting across midnight
+    assert regenerate.sittings(midnight) == "from 2026-11-24 23:50 UTC to 2026-11-25 00:20 UTC"
+    # A part without its start began its seconds before its end: a long part right after another is no gap.
+    unstarted = [part("13:00", "13:10"), {"when": "2026-11-24 13:40 UTC", "seconds": 1800}]
+    assert regenerate.sittings(unstarted) == "from 2026-11-24 13:00 UTC to 2026-11-24 13:40 UTC"
+    assert regenerate.sittings([part("13:00", "13:00")]) == "at 2026-11-24 13:00 UTC"
 
 
 def test_the_first_answer_follows_the_figures_not_a_fixed_sentence():
     import regenerate
-    assert "about the same" in regenerate.select_headline(8.8, 8.4)  # 5 % apart: the spread of repeated runs
+    assert "about the same" in regenerate.select_headline(8.8, 8.4)  # 5 % apart: within the runs' spread
     assert "select() costs 20% less" in regenerate.select_headline(10.0, 8.0)
     assert "epoll costs 20% less" in regenerate.select_headline(8.0, 10.0)
-    assert "does not" in regenerate.select_headline(None, 8.0)
+    assert "Not measured" in regenerate.select_headline(None, 8.0)
+
+
+def test_the_first_answer_says_how_its_cpu_was_counted():
+    """Records counted in ticks keep the tick caveat; the nanosecond clock is named only where every row had it."""
+    import regenerate
+    row = lambda grain: regenerate.client.Run(server="echo_epoll.py", server_cpu_resolution_s=grain)
+    assert "schedstat" in regenerate.counted_to([row(1e-9), row(1e-9)])
+    for grains in ([None, 1e-9], [0.02, 1e-9], [None]):
+        assert "10 ms ticks" in regenerate.counted_to([row(g) for g in grains])
 
 
 def test_the_tests_import_the_benchmarks_harness_not_the_other_way_round():
