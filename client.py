@@ -1310,7 +1310,7 @@ def cpu_of(p, tick=None):
     return own + p.children_ticks * tick, resolution, running
 
 
-def group_cpu(pgid, table=None, settle=0.0, tree=False):
+def group_cpu(pgid, settle=0.0, tree=False):
     """The CPU used so far by process group pgid (a server started in a session of its own: it and every
     process it started), from outside: each process's process_cpu(), so that exited threads and reaped
     children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
@@ -1319,7 +1319,7 @@ def group_cpu(pgid, table=None, settle=0.0, tree=False):
     has ended."""
     deadline = time.monotonic() + settle
     while True:
-        found = processes() if table is None else table
+        found = processes()
         if found is None:
             return None
         tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
@@ -1327,7 +1327,7 @@ def group_cpu(pgid, table=None, settle=0.0, tree=False):
         for p in chosen:
             seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
             total, resolution, running = total + seconds, resolution + ticked, running + busy
-        if not running or table is not None or time.monotonic() >= deadline:
+        if not running or time.monotonic() >= deadline:
             return CPU(total, resolution + running / tick or 1e-9,
                        tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks))
         time.sleep(0.001)
@@ -1416,10 +1416,10 @@ def listening_server(port):
     return min(owners, key=lambda pid: (parents.get(pid) in owners, pid)), None
 
 
-def children_cpu(pid, table=None):
+def children_cpu(pid):
     """{child pid: its CPU seconds so far} for each child of pid (a pool's workers), or None where there
     is no /proc."""
-    table = processes() if table is None else table
+    table = processes()
     if table is None:
         return None
     tick = os.sysconf("SC_CLK_TCK")
@@ -1695,9 +1695,14 @@ def summarize(server, runs, failed, worker_cpu):
     if row.server_cpu_resolution_s is not None:  # the coarsest run's
         row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
     if row.server_cpu_s is not None:
-        row.msgs_per_server_cpu_s = row.messages / row.server_cpu_s if row.server_cpu_s else None
-        row.client_bound = row.client_cpu_s > row.server_cpu_s
+        per_server_cpu(row)
     return row
+
+
+def per_server_cpu(run):
+    """A Run's figures of its server's CPU: messages per server CPU-second, and whether the client spent more."""
+    run.msgs_per_server_cpu_s = run.messages / run.server_cpu_s if run.server_cpu_s else None
+    run.client_bound = run.client_cpu_s > run.server_cpu_s
 
 
 def rank(rows):
@@ -1792,9 +1797,7 @@ def terminal_text(tables, sweeps=(), skipped=None):
                                                        machine())) + [""]
     for table in tables:
         good = [r for r in table["rows"] if not r.failed]
-        lines += wrapped("{}: {}{}; {}{}.".format(
-            table["scenario"], describe(table["workload"]), ", servers run --work {}".format(table["server_work"])
-            if table["server_work"] else "", RANKED_BY[ranked_by(good)], ", median of the measured runs"))
+        lines += wrapped(table_heading(table) + ", median of the measured runs.")
         figures = dict(figures_of(Run))
         carried = [name for name in TERMINAL_COLUMNS if any(getattr(r, name) is not None for r in good)]
         heads = ["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]
@@ -1816,12 +1819,9 @@ def terminal_text(tables, sweeps=(), skipped=None):
             sweeps[0]["scenario"], rates_text(sweeps[0]["rates"]), sweeps[0]["workload"].duration, knee_rule_text()))
         width = max([len(s["server"]) for s in sweeps] + [6])
         lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format("rank", "server", width, "knee conns/s", "p99 ms there"))
-        for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
-            place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
-            at_knee = [step for step in s["steps"] if step.offered_rate == s["knee"]]
-            lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format(place if s["knee"] is not None else "-", s["server"],
-                                                                width, knee_text(s), ms_text(at_knee[0].p99_ms)
-                                                                if at_knee else "-")[:WIDTH])
+        for place, s, at_knee in ranked_knees(sweeps):
+            lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format(place, s["server"], width, knee_text(s),
+                                                                ms_text(at_knee.p99_ms) if at_knee else "-")[:WIDTH])
         lines.append("")
     if skipped:
         lines += ["Skipped, as they cannot run here:"] + [line for name, why in sorted(skipped.items())
@@ -1849,12 +1849,25 @@ def table_lines(records, first=()):
     return lines + [""]
 
 
+def table_heading(table):
+    """A closed-loop table's heading: the scenario, its workload, the servers' --work, what it is ranked by."""
+    return "{}: {}{}; {}".format(table["scenario"], describe(table["workload"]), ", servers run --work {}".format(
+        table["server_work"]) if table["server_work"] else "", RANKED_BY[ranked_by(
+            [r for r in table["rows"] if not r.failed])])
+
+
+def ranked_knees(sweeps):
+    """[(rank, sweep, its step at the knee or None)], the highest knee first, then those with none (rank "-").
+    Equal knees share a rank: a tie at the top is the machine's limit, not a ranking."""
+    return [(1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0)) if s["knee"] is not None
+             else "-", s, next((step for step in s["steps"] if step.offered_rate == s["knee"]), None))
+            for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"]))]
+
+
 def table_markdown(table):
     """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
     w = table["workload"]
-    lines = ["### {}: {}{}; {}".format(table["scenario"], describe(w), ", servers run --work {}".format(
-        table["server_work"]) if table["server_work"] else "", RANKED_BY[ranked_by(
-            [r for r in table["rows"] if not r.failed])]), ""]
+    lines = ["### " + table_heading(table), ""]
     if w.hold:
         lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
                   "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
@@ -1881,14 +1894,11 @@ def sweeps_markdown(sweeps):
         "| errors there |", "|---:|---|---:|---:|---:|---:|---:|"]
     p99, offered, replies, errors = (dict(figures_of(Step))[k] for k in ("p99_ms", "offered_rate", "reply_rate",
                                                                          "errors"))
-    for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"])):
-        # Equal knees share a rank: a tie at the top is the machine's limit, not a ranking.
-        place = 1 + sum(1 for other in sweeps if (other["knee"] or 0) > (s["knee"] or 0))
-        at_knee = [step for step in s["steps"] if step.offered_rate == s["knee"]]
+    for place, s, at_knee in ranked_knees(sweeps):
         top = s["steps"][-1] if s["steps"] else Step()
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-            place if s["knee"] is not None else "-", s["server"], knee_text(s),
-            cell(p99, at_knee[0].p99_ms) if at_knee else "-", cell(offered, top.offered_rate),
+            place, s["server"], knee_text(s), cell(p99, at_knee.p99_ms) if at_knee else "-",
+            cell(offered, top.offered_rate),
             cell(replies, top.reply_rate), cell(errors, top.errors)))
     lines.append("")
     for s in sweeps:
@@ -2384,8 +2394,9 @@ def to_json(value, indent=None):
     return json.dumps(value, default=as_dict, indent=indent)
 
 
-def one_server(args):
-    """--port: one run in closed loop, one rate in open loop, or a sweep of rates; the exit status says if it failed."""
+def one_server(args, local):
+    """--port: one run in closed loop, one rate in open loop, or a sweep of rates; the exit status says if it failed.
+    local: whether args.host is this machine (is_local()), so that its server's CPU can be read."""
     if args.rate is not None and args.rate.sweep:
         name = "{}:{}".format(args.host, args.port)
         result = sweep(args.host, args.port, args.rate.values, open_workload(args), args.procs, name)
@@ -2393,7 +2404,7 @@ def one_server(args):
                                                           [knee_rule_text().capitalize() + "."]))
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
-    pid, why = listening_server(args.port) if is_local(args.host) else (None, "the server is not on this machine")
+    pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
     before = group_cpu(pid, settle=0.1, tree=True) if pid else None
     result = measure(args.host, args.port, w, args.procs)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
@@ -2401,8 +2412,7 @@ def one_server(args):
     if before is not None:
         result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
         if isinstance(result, Run):
-            result.msgs_per_server_cpu_s = result.messages / result.server_cpu_s if result.server_cpu_s else None
-            result.client_bound = result.client_cpu_s > result.server_cpu_s
+            per_server_cpu(result)
     else:
         why = why or "its process could not be read"
     if args.json:
@@ -2439,13 +2449,12 @@ def run_every_server(args):
             DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
     tables = run_all(args, entries, skipped) if scenarios_from(args) else []
     sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
-    text = markdown(tables, sweeps, skipped)
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
     print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped))
     if args.markdown:
-        Path(args.markdown).write_text(text + "\n")
+        Path(args.markdown).write_text(markdown(tables, sweeps, skipped) + "\n")
     if args.svg:
         Path(args.svg).write_text(chart(tables, sweeps))
     return 0
@@ -2460,7 +2469,8 @@ def main(argv=None):
         # here, no connection is made to find out (the server would log it); elsewhere, and for --tls (a
         # handshake first: a certificate that cannot be verified is one line too), one connection is,
         # closed at once: the server logs it as an Accept and an EOF (CLIENT.md, "The probe").
-        if args.tls or not (is_local(args.host) and listening_sockets(args.port)):
+        local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
+        if args.tls or not (local and listening_sockets(args.port)):
             try:
                 probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
             except OSError as e:
@@ -2468,7 +2478,7 @@ def main(argv=None):
             with probe:
                 if args.tls:
                     check_tls(probe, args)
-        return one_server(args)
+        return one_server(args, local)
     except KeyboardInterrupt:
         note("interrupted")
         return 130

@@ -316,10 +316,12 @@ def sittings(parts, gap=300):
             merged[-1][1] = max(merged[-1][1], end)
         else:
             merged.append([start, end])
+    if not merged:
+        return "from - to -"
+    if len(merged) == 1:
+        start, end = merged[0]
+        return "at {}".format(start) if start == end else "from {} to {}".format(start, end)
     span = lambda a, b: a if a == b else "{} to {}".format(a, b[11:] if a[:10] == b[:10] else b)
-    if len(merged) <= 1:
-        return "from {} to {}".format(*(merged[0] if merged else ("-", "-"))) if not merged or \
-            merged[0][0] != merged[0][1] else "at {}".format(merged[0][0])
     return "in {} sittings ({})".format(len(merged), listing(span(a, b) for a, b in merged))
 
 
