@@ -37,7 +37,11 @@ def load_client():
         spec = importlib.util.spec_from_file_location("client", ROOT / "client.py")
         module = importlib.util.module_from_spec(spec)
         sys.modules["client"] = module
-        spec.loader.exec_module(module)
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:  # not a half-run module for the next importer: its own error again
+            del sys.modules["client"]
+            raise
     return sys.modules["client"]
 
 
@@ -56,7 +60,7 @@ PYTHON = shlex.split(os.environ.get("ECHO_PYTHON", "")) or [sys.executable]
 PIPED = PYTHON[0] != sys.executable
 # Servers that speak only TLS (client.py's list): Server passes them the test certificate, and connect() wraps.
 TLS_SERVERS = client.TLS_SERVERS
-CERT, KEY = ROOT / "tests" / "tls" / "cert.pem", ROOT / "tests" / "tls" / "key.pem"  # tests/tls/README
+CERT, KEY = client.TEST_CERT, client.TEST_KEY  # tests/tls/README
 
 
 def needs_proc(what="/proc"):
@@ -343,9 +347,13 @@ def children_of(pid, states="RSD"):
 
 def wait_for_workers(pid, count):
     """The pids of a pool server's count workers, once all are up (bounded wait; asserts)."""
-    workers = wait_until(lambda: len(children_of(pid)) == count and children_of(pid))
-    assert workers, "{} workers wanted, the parent has {}".format(count, children_of(pid))
-    return workers
+    found = []
+
+    def all_up():
+        found[:] = children_of(pid)  # one /proc reading a poll
+        return len(found) == count
+    assert wait_until(all_up), "{} workers wanted, the parent has {}".format(count, found)
+    return found
 
 
 def exchange(sock, payload, chunk=65536):
@@ -378,6 +386,17 @@ def send_while_reading(sock, pieces):
     except OSError:
         pass
     thread.join(TIMEOUT)
+    return bytes(received)
+
+
+def recv_exactly(sock, size):
+    """Read until size bytes arrived or EOF."""
+    received = bytearray()
+    while len(received) < size:
+        data = sock.recv(min(size - len(received), 65536))
+        if not data:
+            break
+        received += data
     return bytes(received)
 
 

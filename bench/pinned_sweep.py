@@ -23,11 +23,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-from common import SERVERS, TIMEOUT, Server, client, client_figures, kill_group, table, wait_until
+from common import ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client_figures, kill_group, table, wait_until
 
 SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
+LEFT_OUT = SLOW | set(TLS_SERVERS)  # not swept by default: the slow ones, and TLS (the sweep speaks plain TCP)
 PIN = "import os; os.sched_setaffinity(0, {!r})".format(SERVER_CORE)  # run in the server before its script
 
 
@@ -113,7 +113,7 @@ def row(name, r, ceiling=None):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("servers", nargs="*", help="e.g. echo_epoll.py (default: all but " + ", ".join(sorted(SLOW | set(client.TLS_SERVERS))) + ")")
+    parser.add_argument("servers", nargs="*", help="e.g. echo_epoll.py (default: all but " + ", ".join(sorted(LEFT_OUT)) + ")")
     parser.add_argument("--rates", default="4000:50000:2000", help="as client.py --rate A:B:STEP takes them")
     parser.add_argument("--ceiling", metavar="CMD", help="an echo server command for the client's own ceiling")
     parser.add_argument("--markdown", metavar="FILE", help="also write the table here")
@@ -124,7 +124,7 @@ def main():
         step_count(args.rates)
     except ValueError:
         parser.error("--rates takes A:B:STEP, as client.py --rate does for a sweep")
-    scripts = args.servers or [s for s in SERVERS if s not in SLOW and s not in client.TLS_SERVERS]  # plain echo
+    scripts = args.servers or [s for s in SERVERS if s not in LEFT_OUT]
     head = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
             "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
                                                             args.rates),

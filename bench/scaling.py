@@ -37,9 +37,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
 # client: client.py, for its /proc counter and cpu_model()
-from common import Server, client, client_figures, group_cpu_seconds, kill_group, table
+from common import ROOT, Server, client, client_figures, group_cpu_seconds, kill_group, table
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]

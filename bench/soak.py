@@ -34,9 +34,7 @@ import tempfile
 import threading
 import time
 
-from common import PROCESS_SERVERS, Server, group_pids, reset, steady, wait_until
-
-TIMEOUT = 10.0  # the bound on any one socket operation
+from common import PROCESS_SERVERS, TIMEOUT, Server, group_pids, recv_exactly, reset, steady, wait_until  # TIMEOUT: any one socket operation
 THREADS = {"echo_simple.py": 2}  # one client at a time: more threads only wait in its backlog of 5
 DEFAULT_THREADS = 8
 KINDS = ("a", "b", "c", "d", "e")
@@ -44,17 +42,6 @@ SETTLE = 5.0  # at most this long for the server to close what the clients left
 
 
 # ---- the load ----
-
-def recv_exactly(sock, size):
-    """Read until size bytes arrived or EOF."""
-    received = bytearray()
-    while len(received) < size:
-        data = sock.recv(min(size - len(received), 65536))
-        if not data:
-            break
-        received += data
-    return bytes(received)
-
 
 def half_close_and_eof(sock):
     sock.shutdown(socket.SHUT_WR)

@@ -19,10 +19,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-from common import Server, client_figures, table, wait_for_workers
+from common import ROOT, Server, client_figures, table, wait_for_workers
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals

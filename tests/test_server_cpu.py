@@ -11,7 +11,8 @@ import sys
 
 import pytest
 
-from helpers import ROOT, TIMEOUT, client_json, kill_group, needs_proc, python_with_client, wait_for_workers
+from helpers import (ROOT, TIMEOUT, client, client_json, kill_group, needs_proc, python_with_client, recv_exactly,
+                     started_and_stopped, wait_for_workers)
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the server's CPU is read from /proc")
 
@@ -58,27 +59,24 @@ while True:
 @pytest.fixture
 def burner(tmp_path):
     """start(per_message, where) -> (process, connected socket); every one started is killed at the end."""
-    started = []
-
-    def start(per_message, where):
+    def make(per_message, where):
         script = tmp_path / "burner.py"
         script.write_text(BURNER)
-        proc = subprocess.Popen([sys.executable, str(script), str(per_message), where], stdout=subprocess.PIPE,
+        return subprocess.Popen([sys.executable, str(script), str(per_message), where], stdout=subprocess.PIPE,
                                 text=True, start_new_session=True)
-        started.append(proc)
-        port = int(proc.stdout.readline())
-        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-        started.append(sock)
-        return proc, sock
 
-    yield start
-    for thing in started:
-        if isinstance(thing, socket.socket):
-            thing.close()
-        else:
-            kill_group(thing.pid)
-            thing.wait(TIMEOUT)
-            thing.stdout.close()
+    def connected(proc):
+        proc.sock = socket.create_connection(("127.0.0.1", int(proc.stdout.readline())), timeout=TIMEOUT)
+        return proc, proc.sock
+
+    def stop(proc):
+        if hasattr(proc, "sock"):
+            proc.sock.close()
+        kill_group(proc.pid)
+        proc.wait(TIMEOUT)
+        proc.stdout.close()
+
+    yield from started_and_stopped(make, stop, ready=connected)
 
 
 def its_own_clocks(sock):
@@ -133,34 +131,27 @@ def test_a_window_takes_the_coarser_resolution_of_its_two_readings(client_module
     assert client_module.resolution_text(1e-9) == "1 ns" and client_module.resolution_text(0.02) == "20 ms"
 
 
-def test_a_process_servers_figure_counts_its_workers(tmp_path, client_module):
+def test_a_process_servers_figure_counts_its_workers(start_server, client_module):
     """echo_prefork.py's workers do the work: the group's figure over a load holds every worker's CPU (read
     one by one) and its parent's, to the nanosecond (no thread exits, no worker is reaped)."""
     needs_proc()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "echo_prefork.py"), "--port", "0", "-q", "--workers", "3",
-                             "--work", "400000"], stdout=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        port = int(proc.stdout.readline().split(":")[1])
-        workers = wait_for_workers(proc.pid, 3)
-        parent = next(p for p in client_module.processes() if p.pid == proc.pid)
-        before, workers_before = client_module.group_cpu(proc.pid, settle=0.1), client_module.children_cpu(proc.pid)
-        parent_before = client_module.process_cpu(parent).seconds
-        for _ in range(3):  # one connection at a time: a worker each, whichever accepts it
-            with socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT) as sock:
-                exchange(sock, 20)
-        after, workers_after = client_module.group_cpu(proc.pid, settle=0.1), client_module.children_cpu(proc.pid)
-        parent = next(p for p in client_module.processes() if p.pid == proc.pid)
-        used = {pid: workers_after[pid] - workers_before[pid] for pid in workers}
-        window = after - before
-        assert window.resolution == 1e-9, window
-        assert sum(used.values()) >= 0.9 * window.seconds > 0.05, (used, window)
-        assert window.seconds == pytest.approx(sum(used.values()) + client_module.process_cpu(parent).seconds
-                                               - parent_before, abs=1e-3)
-        assert client_module.pool_spread(workers_before, workers_after) == pytest.approx(used)
-    finally:
-        kill_group(proc.pid)
-        proc.wait(TIMEOUT)
-        proc.stdout.close()
+    server = start_server("echo_prefork.py", "-q", "--workers", "3", "--work", "400000")
+    workers = wait_for_workers(server.pid, 3)
+    parent = next(p for p in client_module.processes() if p.pid == server.pid)
+    before, workers_before = client_module.group_cpu(server.pid, settle=0.1), client_module.children_cpu(server.pid)
+    parent_before = client_module.process_cpu(parent).seconds
+    for _ in range(3):  # one connection at a time: a worker each, whichever accepts it
+        with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
+            exchange(sock, 20)
+    after, workers_after = client_module.group_cpu(server.pid, settle=0.1), client_module.children_cpu(server.pid)
+    parent = next(p for p in client_module.processes() if p.pid == server.pid)
+    used = {pid: workers_after[pid] - workers_before[pid] for pid in workers}
+    window = after - before
+    assert window.resolution == 1e-9, window
+    assert sum(used.values()) >= 0.9 * window.seconds > 0.05, (used, window)
+    assert window.seconds == pytest.approx(sum(used.values()) + client_module.process_cpu(parent).seconds
+                                           - parent_before, abs=1e-3)
+    assert client_module.pool_spread(workers_before, workers_after) == pytest.approx(used)
 
 
 def test_a_process_per_connection_is_no_pool(client_module):
@@ -190,22 +181,17 @@ def test_a_pool_is_seen_running_not_read_from_the_source(tmp_path):
 
 
 @pytest.mark.slow
-def test_work_values_five_percent_apart_are_told_apart(tmp_path):
+def test_work_values_five_percent_apart_are_told_apart(start_server):
     """The same server at two --work values whose CPU a message differs by about 5 %: CPU per message, from
     the finer counter, orders them the same way in each of 5 rounds. A round is 5 interleaved runs of each
     (the order alternating), each run 10 stretches of 40 messages taken in turn from both servers, so that
     what the shared machine does meanwhile falls on both alike; both servers are pinned to one core, as a
     core that another load shares runs slower. A run is about 0.1 s of the server's CPU: 10 ms ticks
     could not tell 5 % apart."""
-    from helpers import Server
-    servers, socks = [], []
     pin = "import os; os.sched_setaffinity(0, {{{}}})".format(min(os.sched_getaffinity(0)))
+    servers = [start_server("echo_epoll.py", "-q", "--work", str(work), prelude=pin) for work in (20000, 21500)]
+    socks = [server.connect() for server in servers]
     try:
-        for work in (20000, 21500):
-            folder = tmp_path / str(work)
-            folder.mkdir()
-            servers.append(Server("echo_epoll.py", folder, ["-q", "--work", str(work)], prelude=pin).wait_for_port())
-            socks.append(servers[-1].connect())
         ratios = []
         for _ in range(5):
             spent = [0.0, 0.0]
@@ -215,7 +201,7 @@ def test_work_values_five_percent_apart_are_told_apart(tmp_path):
                         before = servers[i].cpu()
                         for _ in range(40):
                             socks[i].sendall(b"0123456789abcdef")
-                            assert read_exactly(socks[i], 16) == b"0123456789abcdef"
+                            assert recv_exactly(socks[i], 16) == b"0123456789abcdef"
                         used = servers[i].cpu() - before
                         assert used.resolution == 1e-9
                         spent[i] += used.seconds
@@ -225,41 +211,25 @@ def test_work_values_five_percent_apart_are_told_apart(tmp_path):
     finally:
         for sock in socks:
             sock.close()
-        for server in servers:
-            server.kill()
-
-
-def read_exactly(sock, size):
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 @pytest.mark.slow
-def test_a_single_server_run_reports_the_servers_cpu(tmp_path):
+def test_a_single_server_run_reports_the_servers_cpu(start_server):
     """client.py --port P finds the local process that listens on P (/proc/net/tcp, then /proc/*/fd) and
     reports its CPU over the run, and its workers' (echo_prefork.py: a pool below it), with the resolution;
     the test's own reading of the server's group agrees."""
-    from helpers import Server, client
-    server = Server("echo_prefork.py", tmp_path, ["-q", "--workers", "2", "--work", "300000"]).wait_for_port()
-    try:
-        wait_for_workers(server.pid, 2)
-        before = server.cpu()
-        figures, err = client_json("--port", str(server.port), "--clients", "4", "--connects", "1",
-                                   "--messages", "25", "--procs", "1")
-        used = server.cpu() - before
-        assert "not measured" not in err, err
-        assert figures["server_cpu_resolution_s"] == 1e-9 and used.resolution == 1e-9
-        assert figures["server_cpu_s"] == pytest.approx(used.seconds, rel=0.05) and used.seconds > 0.1
-        assert figures["msgs_per_server_cpu_s"] == pytest.approx(100 / figures["server_cpu_s"])
-        text = client("--port", str(server.port), "--clients", "1", "--connects", "1", "--messages", "5").stdout
-        assert any(line.startswith("server ") and "CPU resolution 1 ns" in line for line in text.splitlines()), text
-    finally:
-        server.kill()
+    server = start_server("echo_prefork.py", "-q", "--workers", "2", "--work", "300000")
+    wait_for_workers(server.pid, 2)
+    before = server.cpu()
+    figures, err = client_json("--port", str(server.port), "--clients", "4", "--connects", "1",
+                               "--messages", "25", "--procs", "1")
+    used = server.cpu() - before
+    assert "not measured" not in err, err
+    assert figures["server_cpu_resolution_s"] == 1e-9 and used.resolution == 1e-9
+    assert figures["server_cpu_s"] == pytest.approx(used.seconds, rel=0.05) and used.seconds > 0.1
+    assert figures["msgs_per_server_cpu_s"] == pytest.approx(100 / figures["server_cpu_s"])
+    text = client("--port", str(server.port), "--clients", "1", "--connects", "1", "--messages", "5").stdout
+    assert any(line.startswith("server ") and "CPU resolution 1 ns" in line for line in text.splitlines()), text
 
 
 @pytest.mark.slow
