@@ -30,6 +30,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does
 from common import SERVERS, TLS_SERVERS, client, without_paths
+from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -297,8 +298,8 @@ def soak_table():
 def values(meta):
     """Every name bench/RESULTS.template.md uses, from this run's results: a function a section."""
     v = run_values(meta)
-    for section in (table_values, question_values, c10k_values, size_values, openloop_values, shared_values,
-                    scaling_values):
+    for section in (table_values, spread_values, question_values, c10k_values, size_values, openloop_values,
+                    shared_values, scaling_values):
         v.update(section())
     return v
 
@@ -372,6 +373,45 @@ def spread_ratios():
         if epoll and select:
             ratios.append(epoll / select)
     return ratios
+
+
+def spread_moves():
+    """How far each server's msgs/s and messages per server CPU-second moved between the spread part's single runs
+    (the fastest run over the slowest): ({server: moved}, {server: moved})."""
+    per = {}
+    for run in load("spread") or []:
+        for r in client.from_json(run)["tables"][0]["rows"]:
+            if not r.failed and r.msgs_per_s and r.msgs_per_server_cpu_s:
+                per.setdefault(r.server, []).append(r)
+    moved = lambda name: {server: max(getattr(r, name) for r in found) / min(getattr(r, name) for r in found)
+                          for server, found in per.items() if len(found) > 1}
+    return moved("msgs_per_s"), moved("msgs_per_server_cpu_s")
+
+
+def span(moves):
+    return "{:.2f}x to {:.2f}x".format(min(moves.values()), max(moves.values())) if moves else "-"
+
+
+def spread_values():
+    """What to read first, from how far msgs/s and messages per server CPU-second moved between single runs."""
+    return {"spread_read": spread_read(*spread_moves(), runs=len(load("spread") or []))}
+
+
+def spread_read(msgs, cpu, runs):
+    """The sentence that says which figure to read first: messages per server CPU-second where every server's moved
+    less between the runs than any server's msgs/s, both together where it did not."""
+    where = "between {} single runs of article-100 (the fastest over the slowest; {})".format(
+        runs, listing(sorted(msgs)))
+    if not msgs or not cpu:
+        return "Read **messages per server CPU-second** first where the client and the server share cores: msgs/s " \
+            "is both programs' pace (how far each moves from run to run was not measured in this run)."
+    if max(cpu.values()) < min(msgs.values()):
+        return "Read **messages per server CPU-second** first: on a machine whose two cores the client and the " \
+            "server share, a server's msgs/s moved {} {}, its messages per server CPU-second less, {}.".format(
+                span(msgs), where, span(cpu))
+    return "Read msgs/s and messages per server CPU-second together: on a machine whose two cores the client and " \
+        "the server share, a server's msgs/s moved {} {}, its messages per server CPU-second {}, no less.".format(
+            span(msgs), where, span(cpu))
 
 
 def select_headline(epoll_us, select_us, ratios=()):
@@ -472,6 +512,12 @@ def size_values():
             v["{}_{}_epoll".format(label, size)] = n(e and not e.failed and e.msgs_per_server_cpu_s)
             v["{}_{}_ratio".format(label, size)] = n(b.msgs_per_server_cpu_s / p.msgs_per_server_cpu_s if p and b and
                                                      not p.failed and not b.failed else None, "{:.1f}")
+    kept = bench_tables(load("pythons"))
+    pinned = (cells(kept[0]).get("echo_asyncio_protocol.py") or ["-"])[0] if kept else "-"
+    a100 = row(tables("article").get("article-100"), "echo_asyncio_protocol.py")
+    v["protocol_pinned"] = "-" if pinned == "-" or a100 is None or a100.failed else \
+        "{:.2f}x its article-100 figure, {} against {:,.0f}".format(
+            float(pinned.replace(",", "")) / a100.msgs_per_server_cpu_s, pinned, a100.msgs_per_server_cpu_s)
     on_uvloop = any("--uvloop" in r.server for table in bulk.values() for r in table["rows"])
     v["uvloop"] = "its rows are the tables' `--uvloop` rows" if on_uvloop else \
         "it was not installed for this run (with it, `client.py --all` adds `--uvloop` rows)"
@@ -494,10 +540,14 @@ def openloop_values():
     v["knee_at_top"] = "{} kept up with the whole sweep (the client's limit on these two shared cores, not " \
         "the servers')".format(listing(at_top)) if at_top else "No server kept up with the whole sweep"
     rates = sweep_list[0]["rates"] if sweep_list else [0, 0]
-    v["rates"] = "new connections offered on a clock, whether or not earlier ones have finished, {} a second " \
-        "at first and {} more each one-second step up to {} (a sweep stops two steps past its limit), a response " \
-        "time counting from a connection's scheduled start".format(*(client.figure_text(
-            "offered_rate", rate) for rate in (rates[0], rates[1] - rates[0], rates[-1])))
+    # How many steps each sweep that found a knee below its last rate offered past it before it stopped.
+    past = [sum(1 for step in s["steps"] if step.offered_rate > s["knee"]) for s in sweep_list
+            if s["knee"] and not s["knee_at_top"]]
+    v["rates"] = "new connections offered on a clock, {} a second at first and {} more each one-second step up to {} " \
+        "(as [CLIENT.md](CLIENT.md#open-loop) says, a sweep stops once two steps in a row are clearly past the limit, " \
+        "over 1 % errors or replies under 80 % of the offered rate: {})".format(
+            *(client.figure_text("offered_rate", rate) for rate in (rates[0], rates[1] - rates[0], rates[-1])),
+            "here {} to {} steps past the knee".format(min(past), max(past)) if past else "no sweep had a knee")
     return v
 
 
@@ -511,6 +561,11 @@ def shared_values():
     reuse = (wrk.get("echo_reuseport.py") or [None])[0]
     ratios = [r.msgs_per_s / reuse.msgs_per_s for r in wrk.get("echo_shared_socket.py", []) if reuse and not r.failed]
     v["shared_ratio"] = "{:.0%} to {:.0%}".format(min(ratios), max(ratios)) if ratios else "-"
+    msgs = spread_moves()[0]
+    apart = max(max(ratios), 1 / min(ratios)) if ratios else None
+    v["shared_in_spread"] = "with no run-to-run spread measured to set it beside" if not (msgs and apart) else \
+        "{} what a server's msgs/s moved between single runs here ({})".format(
+            "within" if apart <= min(msgs.values()) else "beyond", span(msgs))
     v["shared_busiest"] = listing("{:.0%} ({})".format(r.busiest_cpu_share, r.server.split("--accept ")[-1])
                                   for r in wrk.get("echo_shared_socket.py", []) if r.busiest_cpu_share)
     v["reuseport_busiest"] = "{:.0%}".format(reuse.busiest_cpu_share) if reuse and reuse.busiest_cpu_share else "-"
@@ -551,6 +606,53 @@ def median_of(runs, key):
     return statistics.median(r[key] for r in runs) if runs else None
 
 
+def n1_load_first(runs):
+    """The runs each cell of the 16-core table reads, and the runs it sets apart. pass1 gave every server N times
+    its N=1 load, the thread servers' N=8 runs too; the later passes gave the thread servers the N=1 load at every N.
+    Where a server has runs given its N=1 load at N > 1, the cell reads those, and the others are set apart."""
+    chosen, apart = {}, {}
+    for (shape, name, n), found in runs.items():
+        base = {r["msgs_total"] for r in runs.get((shape, name, 1), []) if not r["errors"]}
+        same = [r for r in found if r["msgs_total"] in base] if n > 1 else []
+        chosen[shape, name, n] = same or found
+        if same and len(same) < len(found):
+            apart[shape, name, n] = [r for r in found if r not in same]
+    return chosen, apart
+
+
+def set_apart(apart, runs, rate):
+    """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s, and whether they too
+    fall below their row's N=1 msgs/s (then the drop on more cores is not the load's)."""
+    if not apart:
+        return ""
+    done = lambda found: "" if not any(r["errors"] for r in found) else \
+        " ({} hit the generator's 30 s bound, with {} done)".format(
+            sum(1 for r in found if r["errors"]), listing("{:,}".format(r["msgs_total"]) for r in found if r["errors"]))
+    below = all(r["msgs_per_s"] < rate[shape, name, 1] for (shape, name, n), found in apart.items() for r in found)
+    return " In pass1 the thread servers' runs at N={0} were given {0} times the N=1 load ({1} messages); the table " \
+        "leaves them out: {2}; {3}.".format(
+            listing(sorted({str(n) for shape, name, n in apart})),
+            listing("{:,}".format(x) for x in sorted({runs[shape, name, 1][0]["msgs_total"] * n
+                                                      for shape, name, n in apart}, reverse=True)),
+            "; ".join("echo_{}.py {} at N={}: {}{}".format(
+                name, {"long": "held", "short": "short"}[shape], n,
+                listing("{:,}".format(r["msgs_per_s"]) for r in found), done(found))
+                for (shape, name, n), found in sorted(apart.items())),
+            "each below its row's N=1 msgs/s, as with the N=1 load, so the drop does not come from the load" if below
+            else "not all below their row's N=1 msgs/s: with N times the load the finding differs")
+
+
+def given(at):
+    """What a row was given, from its runs {n: [runs]} that finished: "153,600 x N", or "153,600 at every N"."""
+    loads = {n: {r["msgs_total"] for r in found if not r["errors"]} for n, found in at.items() if found}
+    base = min(loads.get(1) or {0})
+    if all(load == {base * n} for n, load in loads.items() if load):
+        return "{:,} x N".format(base)
+    if all(load == {base} for load in loads.values() if load):
+        return "{:,} at every N".format(base)
+    return "; ".join("N={}: {}".format(n, listing("{:,}".format(x) for x in sorted(load))) for n, load in loads.items())
+
+
 # The 16-core table's rows: (shape, the records' name, as the table names it)
 SCALING_ROWS = [("long", "go", "Go net (GOMAXPROCS=N)"), ("long", "reuseport", "echo_reuseport.py"),
                 ("long", "selectors_process", "echo_selectors_process.py"), ("long", "shared", "echo_shared_socket.py"),
@@ -562,19 +664,21 @@ SCALING_ROWS = [("long", "go", "Go net (GOMAXPROCS=N)"), ("long", "reuseport", "
                 ("short", "select_pool", "echo_select_pool.py")]
 THREADS = ("thread", "threadpool", "prethread", "select_pool")
 TIE = 0.15  # shared socket and SO_REUSEPORT are called a tie while their medians differ by less than this
+# (and worker processes scale like Go while their N=8 / N=1 is at least 1 - TIE of Go's server's)
 
 
 def scaling_values():
     """bench/scaling.py's run here, and the 16-core records: the table, medians, and the sentences they choose."""
-    runs, v = scaling_16(), {}
-    lines = ["| shape | server | msgs/s, N=1 | N=2 | N=4 | N=8 | N=8 / N=1 | msgs per server CPU-s, N=1 | N=8 "
-             "| runs at N=1, 2, 4, 8 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    v = {}
+    runs, apart = n1_load_first(scaling_16())
+    lines = ["| shape | server | messages a run | msgs/s, N=1 | N=2 | N=4 | N=8 | N=8 / N=1 | msgs per server CPU-s, "
+             "N=1 | N=8 | runs at N=1, 2, 4, 8 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for shape, name, label in SCALING_ROWS:
         at = {n: runs.get((shape, name, n), []) for n in (1, 2, 4, 8)}
         rate = {n: median_of(at[n], "msgs_per_s") for n in at}
         bounded = [n for n in at if any(r["errors"] for r in at[n])]
-        lines.append("| {} | {} | {} | {:.2f}x | {} | {} | {} |".format(
-            {"long": "256 held", "short": "100 x 50 a connection"}[shape], label,
+        lines.append("| {} | {} | {} | {} | {:.2f}x | {} | {} | {} |".format(
+            {"long": "256 held", "short": "100 x 50 a connection"}[shape], label, given(at),
             " | ".join(n_text(rate[n]) + ("*" if n in bounded else "") for n in at), rate[8] / rate[1],
             n_text(median_of(at[1], "msgs_per_server_cpu_s")), n_text(median_of(at[8], "msgs_per_server_cpu_s")),
             ", ".join(str(len(at[n])) for n in at)))
@@ -588,12 +692,29 @@ def scaling_values():
                                                 for k in ("server_cpus", "client_cpus"))
     rate = {key: median_of(found, "msgs_per_s") for key, found in runs.items()}
     cpu = {key: median_of(found, "msgs_per_server_cpu_s") for key, found in runs.items()}
+    v["s16_apart"] = set_apart(apart, runs, rate)
+    # Processes against Go on held connections: N=8 over N=1, and messages per server CPU-second at N=8.
+    scale = lambda name: rate["long", name, 8] / rate["long", name, 1]
+    processes = [scale(name) for shape, name, label in SCALING_ROWS if shape == "long" and name not in THREADS + ("go",)]
+    like_go = min(processes) >= (1 - TIE) * scale("go")
+    v["s16_like_go"] = "scale like Go" if like_go else "scale less than Go"
+    v["s16_like_go_what"] = "they scale as Go's server does" if like_go else "they scale less than Go's server"
+    v["s16_scale_go"] = "{:.2f}x to {:.2f}x their one-core msgs/s on 8 cores, Go's server {:.2f}x".format(
+        min(processes), max(processes), scale("go"))
     v["s16_reuse_go"] = "{:.2f}x".format(rate["long", "reuseport", 8] / rate["long", "go", 8])
-    v["s16_reuse_go_cpu"] = "{:,.0f} against {:,.0f}".format(cpu["long", "reuseport", 8], cpu["long", "go", 8])
+    equal = abs(cpu["long", "reuseport", 8] / cpu["long", "go", 8] - 1) <= SAME
+    v["s16_reuse_go_cpu"] = "{} ({:,.0f} against {:,.0f})".format(
+        "it is Go's equal" if equal else "it does {:.0%} of Go's".format(cpu["long", "reuseport", 8] /
+                                                                          cpu["long", "go", 8]),
+        cpu["long", "reuseport", 8], cpu["long", "go", 8])
     drops = [rate[shape, name, n] / rate[shape, name, 1] for shape, name, n in rate
              if name in THREADS and n > 1 and not shape.startswith("client.py")]
     costs = [cpu[shape, name, 1] / cpu[shape, name, n] for shape, name, n in cpu
              if name in THREADS and n > 1 and not shape.startswith("client.py")]
+    slower = max(drops) < 1
+    v["s16_threads"] = "get slower on more cores" if slower else "do not get slower at every count of cores"
+    v["s16_threads_what"] = "Threads: slower on more cores; pin them" if slower else \
+        "Threads: not slower at every count of cores"
     v["s16_thread_drop"] = "{:.0%} to {:.0%}".format(min(drops), max(drops))
     v["s16_thread_cost"] = "{:.1f} to {:.1f}x".format(min(costs), max(costs))
     v["s16_thread_short"] = "{:,.0f} msgs/s at 2 cores against {:,.0f} on one".format(
@@ -604,11 +725,25 @@ def scaling_values():
                                 for n in ties)
     v["s16_tie"] = "still a tie at 2, 4 and 8 workers" if all(abs(x - 1) < TIE for xs in ties.values() for x in xs) \
         else "no longer a tie at every count of workers"
-    v["s16_bounded"] = listing("{} of echo_{}.py's {} runs at N={}".format(
-        sum(1 for r in runs[shape, name, n] if r["errors"]), name, len(runs[shape, name, n]), n)
-        for (shape, name, n), found in runs.items() if any(r["errors"] for r in found))
-    v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers, where the Go generator reached " \
-        "{:,.0f}".format(rate["client.py long", "reuseport", 8], rate["long", "reuseport", 8])
+    bounded = [(key, found) for key, found in runs.items() if any(r["errors"] for r in found)]
+    v["s16_bounded"] = "" if not bounded else " \\* {} hit the generator's 30 s bound: the rate is what was echoed " \
+        "in 30 s.".format(listing("{} of echo_{}.py's {} runs at N={}".format(
+            sum(1 for r in found if r["errors"]), name, len(found), n) for (shape, name, n), found in bounded))
+    # client.py as the load: how many of its CPUs it used (CPU-seconds over the wall), so whether it was the limit.
+    load_cpus = len(first["client_cpus"])
+    used = {name: median_of(runs["client.py long", name, 8], "client_cpu_s") /
+            median_of(runs["client.py long", name, 8], "wall_s") for name in ("reuseport", "go")}
+    full = used["reuseport"] >= FULL * load_cpus
+    v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers (the Go generator: {:,.0f}) and {:,.0f} " \
+        "against Go's server ({:,.0f}), using {:.1f} of its {} CPUs against echo_reuseport.py and {:.1f} against " \
+        "Go's: {}".format(
+            rate["client.py long", "reuseport", 8], rate["long", "reuseport", 8], rate["client.py long", "go", 8],
+            rate["long", "go", 8], used["reuseport"], load_cpus, used["go"],
+            "there client.py was saturated, so it may be the limit" if full else
+            "client.py was not saturated, so this record does not show it as echo_reuseport.py's limit; why "
+            "echo_reuseport.py did {:.0%} less under it (Go's server {:.0%} less) was not measured".format(
+                1 - rate["client.py long", "reuseport", 8] / rate["long", "reuseport", 8],
+                1 - rate["client.py long", "go", 8] / rate["long", "go", 8]))
     # This machine's run: its table and its verdict, as bench/scaling.py printed them.
     kept = bench_tables(load("scaling"))
     v["scaling_table"] = "\n".join(kept[0]) if kept else "(not measured)"

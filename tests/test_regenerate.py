@@ -99,3 +99,39 @@ def test_the_tests_import_the_benchmarks_harness_not_the_other_way_round():
         text = path.read_text()
         assert not re.search(r"^\s*(from|import) (helpers|pytest)\b", text, re.M), path.name
         assert not re.search(r"sys\.path\.\w+\(.*\"tests\"", text), path.name
+
+
+def test_what_to_read_first_follows_how_far_each_figure_moved():
+    """The header's advice is chosen from the spread part's single runs: messages per server CPU-second first only
+    where every server's moved less between runs than any server's msgs/s."""
+    import regenerate
+    msgs = {"echo_epoll.py": 1.57, "echo_select.py": 1.35}
+    said = regenerate.spread_read(msgs, {"echo_epoll.py": 1.25, "echo_select.py": 1.24}, runs=7)
+    assert said.startswith("Read **messages per server CPU-second** first")
+    assert "msgs/s moved 1.35x to 1.57x between 7 single runs" in said and "less, 1.24x to 1.25x" in said
+    said = regenerate.spread_read(msgs, {"echo_epoll.py": 1.40, "echo_select.py": 1.20}, runs=7)
+    assert said.startswith("Read msgs/s and messages per server CPU-second together") and "no less" in said
+    assert "not measured" in regenerate.spread_read({}, {}, runs=0)
+
+
+def test_the_16core_cells_read_the_runs_given_the_n1_load_where_there_are_any():
+    """pass1 gave the thread servers' N=8 runs 8 times the N=1 load, the later passes the N=1 load: a cell reads the
+    latter, says what its row was given, and the runs it leaves out are named, with whether they agree."""
+    import regenerate
+    run = lambda total, rate, errors=0: {"msgs_total": total, "msgs_per_s": rate, "errors": errors}
+    runs = {("long", "go", 1): [run(153600, 130000)], ("long", "go", 8): [run(1228800, 870000)],
+            ("long", "thread", 1): [run(153600, 80000)], ("long", "thread", 8): [run(1228800, 48000), run(153600, 42000)],
+            ("long", "threadpool", 1): [run(153600, 43000)],
+            ("long", "threadpool", 8): [run(630860, 21000, errors=256), run(153600, 19500)]}
+    chosen, apart = regenerate.n1_load_first(runs)
+    assert chosen["long", "thread", 8] == [run(153600, 42000)] and apart["long", "thread", 8] == [run(1228800, 48000)]
+    assert chosen["long", "threadpool", 8] == [run(153600, 19500)]
+    assert chosen["long", "go", 8] == runs["long", "go", 8] and ("long", "go", 8) not in apart
+    assert regenerate.given({1: chosen["long", "go", 1], 8: chosen["long", "go", 8]}) == "153,600 x N"
+    assert regenerate.given({1: chosen["long", "thread", 1], 8: chosen["long", "thread", 8]}) == "153,600 at every N"
+    rate = {key: regenerate.median_of(found, "msgs_per_s") for key, found in chosen.items()}
+    said = regenerate.set_apart(apart, chosen, rate)
+    assert "given 8 times the N=1 load (1,228,800 messages)" in said and "with 630,860 done" in said
+    assert "so the drop does not come from the load" in said
+    rate["long", "thread", 1] = 45000  # a left-out run faster than its row's N=1: the sentence no longer says so
+    assert "the finding differs" in regenerate.set_apart(apart, chosen, rate)
