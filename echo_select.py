@@ -128,6 +128,27 @@ def send_all(sock, data):
             stalled = not (readable or writable)
 
 
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+
 class Deadlines(collections.OrderedDict):
     """The loop's clock: fileno -> time.monotonic() of each connection's last progress, the oldest
     first. The loop stamps progress itself (deadlines[fd] = now, then move_to_end(fd)): no call
@@ -167,27 +188,6 @@ def half_close_all(clients):
     for sock in clients:
         with contextlib.suppress(OSError):  # it has reset already
             sock.shutdown(socket.SHUT_WR)
-
-
-# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
-
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
-signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
