@@ -93,7 +93,7 @@ def send_recv(sock):
     fd = sock.fileno()
     try:
         data = sock.recv(BUFSIZE)
-        if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
+        if not data:  # The article tested == '' (a str), never true of bytes: its caller's `if not data` closed the socket.
             log("[FD:{}]Recv:EOF", fd)
             return False
         if stopping:
