@@ -137,7 +137,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
-                            "Windows' 512 sockets beside FD_SETSIZE; the blocking helpers echo_simple.py teaches go (take_stop_signals() "
+                            "Windows' 512 sockets beside FD_SETSIZE; echo_simple.py's blocking helpers go (take_stop_signals() "
                             "to cut(): about 40 lines more than the loop they replaced)"),
     "echo_select_pool.py": (134, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
