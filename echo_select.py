@@ -93,7 +93,7 @@ def send_recv(sock):
     fd = sock.fileno()
     try:
         data = sock.recv(BUFSIZE)
-        if not data:  # The article compared with '' (str); recv() returns bytes, so it never saw EOF.
+        if not data:  # The article tested == '' (a str), never true of bytes: its caller's `if not data` closed the socket.
             log("[FD:{}]Recv:EOF", fd)
             return False
         if stopping:
@@ -126,6 +126,27 @@ def send_all(sock, data):
             if readable:  # a stop signal ends the wait: its handler runs next
                 signals.recv(256)
             stalled = not (readable or writable)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
 
 
 class Deadlines(collections.OrderedDict):
@@ -167,27 +188,6 @@ def half_close_all(clients):
     for sock in clients:
         with contextlib.suppress(OSError):  # it has reset already
             sock.shutdown(socket.SHUT_WR)
-
-
-# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
-
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
-signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):

@@ -129,7 +129,7 @@ def recv(sock):
         data = memoryview(buffer)[:sock.recv_into(buffer)]
         if data:
             return data  # the sender gives its buffer back
-        log("[FD:{}]Recv:EOF", fd)  # The article compared with '' (str), so it never saw EOF.
+        log("[FD:{}]Recv:EOF", fd)  # b"" is EOF: the client closed its side (the article compared with b'' too)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
     spare_buffers.append(buffer)

@@ -123,6 +123,25 @@ def apply_wanted(selector, key, wanted, active):
         selector.modify(key.fileobj, wanted, key.data)
 
 
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+
 class SelectorDeadlines(collections.OrderedDict):
     """fileno -> time.monotonic() of each client's last progress, oldest first (an OrderedDict finds
     its first entry at once; a dict skips the holes its deletions left), and the loop's clock: when
@@ -211,25 +230,6 @@ def half_close_flushed(client):
     read and dropped until it closes (or the grace ends)."""
     client.sock.shutdown(socket.SHUT_WR)
     client.stop = "half-closed"
-
-
-# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
-
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
 
 
 def selector_has_room(selector, sock):

@@ -24,10 +24,12 @@ HELPERS = ["receive_chunk", "half_close_then_drain", "stop_clients", "on_signal"
            # the blocking servers': taught in echo_simple.py, wait_ready()'s deadline and the stop by flags
            "take_stop_signals", "take_child_signals", "accept_client", "receive", "send_echo", "stop_server",
            "stop_accepting", "stop_child", "stop_threads", "join_threads", "wait_for_threads", "cut",
-           # the selectors loops': taught in echo_selectors.py, a deadline per client with its send buffer
+           # the selectors loops': a deadline per client with its send buffer, and the stop by flag (first in
+           # echo_selectors.py, below its banner as in the others)
            "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
            "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal",
-           # the select loops': taught in echo_select.py (Deadlines, half_close_all()) and echo_select_pool.py
+           # the select loops': their clock, an OrderedDict of deadlines, and the stop's half-close (first in
+           # echo_select.py, below its banner as in the others); send_or_time_out(), taught in echo_select_pool.py
            "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
 # first ten are in every file.
@@ -44,12 +46,7 @@ TAUGHT_IN = {"echo_simple.py": {"take_stop_signals", "accept_client", "receive",
              # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
              "echo_asyncio.py": {"receive_chunk", "half_close_then_drain", "stop_clients", "on_signal", "Deadline", "queued"},
              "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
-             # the selectors loops: a deadline per client with its send buffer, and the stop by flag
-             "echo_selectors.py": {"SelectorDeadlines", "first_stop_signal", "stop_and_flush_buffers",
-                                   "half_close_flushed"},
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
-             # the select loops' clock (an OrderedDict of deadlines) and their stop's half-close
-             "echo_select.py": {"Deadlines", "half_close_all"},
              "echo_select_pool.py": {"send_or_time_out"}}  # a send that blocks its own thread, not the loop
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
 # Instruments a benchmark once needed inside the servers: measured from outside now (/proc).
@@ -58,9 +55,6 @@ COMMENT_EVERY = 4.5  # code lines per comment in a lesson, at least (issue 34: a
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (103, "the idea, with send_all()'s wait for room (the trade-off) watching the signal pipe (a stop "
-                            "signal must end it: 3 lines), plus what it teaches the select loops: the Deadlines clock "
-                            "and half_close_all() (25 lines)"),
     "echo_asyncio.py": (112, "the article's part (59 lines, TARGET_MISSED) plus the time and stop helpers it "
                              "teaches the family (53 lines): receive_chunk() and half_close_then_drain(), the "
                              "stop (stop_clients(), on_signal(): a second signal counted even when two come at "
@@ -72,10 +66,6 @@ LESSON_BUDGET_EXCEPTIONS = {
                                       "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines), "
                                       "plus connection_lost()'s abort() for Python 3.10's TLS transport"),
     "echo_asyncio_buffered.py": (120, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
-    "echo_selectors.py": (126, "the idea plus the helpers it teaches its family: SelectorDeadlines (a deadline per "
-                               "client with a last send() at it, and the grace), first_stop_signal(), "
-                               "stop_and_flush_buffers() and half_close_flushed() (the stop: last echoes, "
-                               "half-close, read and drop)"),
     "echo_selectors_tls.py": (106, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second SelectorDeadlines), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
@@ -143,50 +133,42 @@ LESSON_NAMES = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (304, "the first event loop: select() with its clock (the Deadlines it teaches, an OrderedDict "
-                            "of deadlines, and half_close_all(): 35 lines) and the signal pipe replace the blocking "
+    "echo_select.py": (304, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
+                            "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
-                            "Windows' 512 sockets beside FD_SETSIZE; the blocking helpers echo_simple.py teaches go (take_stop_signals() "
+                            "Windows' 512 sockets beside FD_SETSIZE; echo_simple.py's blocking helpers go (take_stop_signals() "
                             "to cut(): about 40 lines more than the loop they replaced)"),
-    "echo_epoll.py": (89, "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below this "
-                          "one (diff shows the banner and its constants moving past them: 42 lines)"),
-    "echo_select_pool.py": (174, "a pool of sender threads: their queue, the buffers that go round, and each client "
+    "echo_select_pool.py": (134, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
-                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines), and "
-                                 "Deadlines and half_close_all(), taught above echo_select.py's banner, stand below "
-                                 "this one (diff shows the banner and its constants moving past them: 42 lines)"),
+                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines)"),
     "echo_threadpool.py": (203, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' "
                                 "clients count towards Windows' 512 sockets (in_pool, 10 lines); send_or_time_out(), "
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
                                 "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
                                 "there (the stop's read and drop: 8 lines)"),
-    "echo_selectors.py": (335, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_selectors.py": (321, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
-                               "the helpers it teaches the selectors loops cross the banner (SelectorDeadlines, "
+                               "below the banner, the selectors loops' helpers (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
-                               "lines), with selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
-                               "below it, in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
+                               "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
+                               "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
                                "about 40 lines); after_grace() goes"),
-    "echo_selectors_tls.py": (155, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (117, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
-                                   "half-close, tls_listener(), tls_context() and the --cert/--key flags with "
-                                   "their error lines; the helpers echo_selectors.py teaches above its banner "
-                                   "stand below this one (SelectorDeadlines, first_stop_signal(), "
-                                   "stop_and_flush_buffers(): diff shows them moving past the banner and its constants)"),
-    "echo_reuseport.py": (252, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+                                   "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
+                                   "tls_listener(), tls_context() and the --cert/--key flags with their error lines"),
+    "echo_reuseport.py": (214, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines); the helpers echo_selectors.py teaches above its banner stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): diff shows the banner and its constants moving past them, about 50 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_selectors_process.py": (295, "joins the selector loop and the pool (fork_worker, finished_children, "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
+    "echo_selectors_process.py": (257, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
                                        "(interrupt_on_stop_signal(): 12 lines); echo_selectors.py's Windows cap on select() goes "
-                                       "(selector_has_room(): 8 lines); the helpers echo_selectors.py teaches above its banner "
-                                       "stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): "
-                                       "about 50 lines moved past the banner and its constants), and a worker leaves a second "
+                                       "(selector_has_room(): 8 lines), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
     "echo_fork.py": (200, "a fork per connection (start_worker(): 34 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here) "
