@@ -423,7 +423,7 @@ def main():
     server_sock = start_listening(argument_parser().parse_args())
     with server_sock:
         try:
-            # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
+            # asyncio.run() for the article's SelectorEventLoop + run_until_complete(): it also ends the tasks left.
             run_selector_loop(accept(server_sock))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)
