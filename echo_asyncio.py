@@ -38,7 +38,7 @@ waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
 
-async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's accept_loop() starts a Server
+async def accept(server_sock):  # the article's accept(loop, sock): asyncio.run() makes the loop, so ask for it
     loop = asyncio.get_running_loop()
     # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
     on_stop_signals(on_signal, asyncio.current_task())
@@ -57,7 +57,7 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
                     continue
                 log("[FD:{}]Accept:{}", new_sock.fileno(), peer(address))
                 # The article's ensure_future() kept no reference: a task could vanish mid-connection.
-                task = asyncio.create_task(recv_send(new_sock))
+                task = asyncio.create_task(recv_send(loop, new_sock))
                 tasks.add(task)
                 task.add_done_callback(tasks.discard)
             # The accept storm: sock_accept() does not yield while clients queue, so let the others run.
@@ -68,7 +68,7 @@ async def accept(server_sock):  # the article's name; echo_asyncio_streams.py's 
     await stop_clients(lambda sock: sock.shutdown(socket.SHUT_WR))
 
 
-async def recv_send(sock):  # the article's name
+async def recv_send(loop, sock):  # the article's name and parameters
     fd = sock.fileno()
     sock.setblocking(False)
     # One buffer per connection: a fresh object per recv(), shrunk to what came, fragments the heap.
@@ -76,8 +76,9 @@ async def recv_send(sock):  # the article's name
     # One timer per connection, stamped per chunk: asyncio.timeout() around each await costs far more.
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
-        # Nothing read is EOF, the client's close (b"" too once a stop came): the loop ends.
-        while data := await receive_chunk(sock, buffer, deadline):
+        # Nothing read is EOF, the client's close (0 too once a stop came): the loop ends.
+        while received := await wait_for_chunk(loop.sock_recv_into(sock, buffer), sock, deadline):
+            data = buffer[:received]
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             await send_all(sock, data, deadline)
@@ -89,19 +90,19 @@ async def recv_send(sock):  # the article's name
         # asyncio keeps e, and its traceback this frame: a cycle that lasts until a full collection.
         e.__traceback__ = None
     finally:
-        waiting.discard(sock)
         deadline.cancel()
         sock.close()
 
 
 async def send_all(sock, data, deadline):
-    """The article's sock_sendall(), as a loop of send(): each time the client makes room,
-    that is progress, so a client that takes its echo slowly is alive."""
+    """The article's sock_sendall(), as a loop of send(): while the kernel's buffers are full,
+    wait until the client reads; each time it makes room, that is progress, so a client that
+    takes its echo slowly is alive."""
     loop = asyncio.get_running_loop()
     while data:
         try:
             data = data[sock.send(data):]
-        except BlockingIOError:  # the kernel's buffers are full: wait until the client reads
+        except BlockingIOError:
             await ready(sock, loop.add_writer, loop.remove_writer)
             deadline.moved = time.monotonic()
 
@@ -115,6 +116,49 @@ async def ready(sock, add, remove):
         await future
     finally:
         remove(sock)
+
+
+# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
+
+QUIET = False  # -q
+WORK = 0  # --work N
+# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
+held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+log_prefix = ""  # a worker process's log lines begin with its PID
+spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
+GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
+# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
+# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
+KEEPALIVE_IDLE = 60
+KEEPALIVE_INTERVAL = 15
+KEEPALIVE_COUNT = 4
+
+
+async def wait_for_chunk(receiving, sock, deadline):
+    """Await receiving, a read of sock's next chunk, where the stop finds it, and stamp the
+    deadline: what it read, or 0 once a stop came. A chunk that came as the stop half-closed
+    this connection is dropped, like all that follows."""
+    if stopping:
+        receiving.close()  # never to run: no "never awaited" warning
+        return 0
+    waiting.add(sock)  # where the stop finds it, to half-close it at once
+    try:
+        received = await receiving
+    finally:
+        waiting.discard(sock)
+    deadline.moved = time.monotonic()
+    return 0 if stopping else received
+
+
+async def half_close_then_drain(sock, buffer, deadline):
+    """Stopping, every echo written: half-close, then read and discard until the client closes or
+    the grace ends (close() with unread input would send RST)."""
+    sock.shutdown(socket.SHUT_WR)
+    while await asyncio.get_running_loop().sock_recv_into(sock, buffer):
+        deadline.moved = time.monotonic()
 
 
 async def stop_clients(shut):
@@ -131,26 +175,6 @@ async def stop_clients(shut):
         await asyncio.wait(tasks, timeout=GRACE)
     # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
     hold_stop_signals()
-
-
-async def receive_chunk(sock, buffer, deadline):
-    """The next chunk read into buffer, as a view of it; b"" at EOF or once a stop came. A chunk
-    that came as the stop half-closed this connection is dropped, like all that follows."""
-    if stopping:
-        return b""
-    waiting.add(sock)  # where the stop finds it, to half-close it at once
-    received = await asyncio.get_running_loop().sock_recv_into(sock, buffer)
-    waiting.discard(sock)
-    deadline.moved = time.monotonic()
-    return b"" if stopping else buffer[:received]
-
-
-async def half_close_then_drain(sock, buffer, deadline):
-    """Stopping, every echo written: half-close, then read and discard until the client closes or
-    the grace ends (close() with unread input would send RST)."""
-    sock.shutdown(socket.SHUT_WR)
-    while await asyncio.get_running_loop().sock_recv_into(sock, buffer):
-        deadline.moved = time.monotonic()
 
 
 def on_signal(task):
@@ -201,25 +225,6 @@ def queued(fd):
         return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
     except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)
         return 0
-
-
-# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
-
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
-log_prefix = ""  # a worker process's log lines begin with its PID
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
 
 
 def log(fmt, *args):
@@ -418,7 +423,7 @@ def main():
     server_sock = start_listening(argument_parser().parse_args())
     with server_sock:
         try:
-            # The article's SelectorEventLoop + run_until_complete set-up is deprecated.
+            # asyncio.run() for the article's SelectorEventLoop + run_until_complete(): it also ends the tasks left.
             run_selector_loop(accept(server_sock))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)

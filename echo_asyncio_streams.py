@@ -100,16 +100,6 @@ async def send_recv(reader, writer):
         writer.transport.abort()  # at once, where a timeout or the grace's end cut the close short
 
 
-def half_close(writer):
-    """TCP's half-close, once the transport has sent what it holds. asyncio has none for TLS:
-    close() sends close_notify after what it holds, then waits for the client's (a second
-    close() would drop the transport's hold on it). writer: a StreamWriter or a transport."""
-    if writer.can_write_eof():
-        writer.write_eof()
-    elif not writer.is_closing():
-        writer.close()
-
-
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET = False  # -q
@@ -154,6 +144,16 @@ def on_signal(task):
         task.cancel()
     else:
         asyncio.get_running_loop().call_soon(task.cancel)
+
+
+def half_close(writer):
+    """TCP's half-close, once the transport has sent what it holds. asyncio has none for TLS:
+    close() sends close_notify after what it holds, then waits for the client's (a second
+    close() would drop the transport's hold on it). writer: a StreamWriter or a transport."""
+    if writer.can_write_eof():
+        writer.write_eof()
+    elif not writer.is_closing():
+        writer.close()
 
 
 class Deadline:

@@ -20,7 +20,8 @@ from helpers import ROOT, SERVERS
 BANNER = "# ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----"
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
-HELPERS = ["receive_chunk", "half_close_then_drain", "stop_clients", "on_signal", "half_close", "Deadline", "queued",
+HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels the accept loop
+           "wait_for_chunk", "half_close_then_drain", "stop_clients", "on_signal", "half_close", "Deadline", "queued",
            # the blocking servers': taught in echo_simple.py, wait_ready()'s deadline and the stop by flags
            "take_stop_signals", "take_child_signals", "accept_client", "receive", "send_echo", "stop_server",
            "stop_accepting", "stop_child", "stop_threads", "join_threads", "wait_for_threads", "cut",
@@ -43,9 +44,6 @@ EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_simple.py": {"take_stop_signals", "accept_client", "receive", "send_echo", "stop_server", "cut"},
              "echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
-             # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
-             "echo_asyncio.py": {"receive_chunk", "half_close_then_drain", "stop_clients", "on_signal", "Deadline", "queued"},
-             "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
              "echo_select_pool.py": {"send_or_time_out"}}  # a send that blocks its own thread, not the loop
 SOCKET_IS_THE_LESSON = "echo_reuseport.py"  # its create_server_socket() is not the others'
@@ -55,17 +53,6 @@ COMMENT_EVERY = 4.5  # code lines per comment in a lesson, at least (issue 34: a
 LESSON_BUDGET = 100  # lines of code (not blank, not comment, not a lesson function's docstring) from the first function to the banner
 # Files whose lesson takes more than LESSON_BUDGET lines, and why.
 LESSON_BUDGET_EXCEPTIONS = {
-    "echo_asyncio.py": (112, "the article's part (59 lines, TARGET_MISSED) plus the time and stop helpers it "
-                             "teaches the family (53 lines): receive_chunk() and half_close_then_drain(), the "
-                             "stop (stop_clients(), on_signal(): a second signal counted even when two come at "
-                             "once) and the deadline (Deadline, one timer re-armed from a time stamp per chunk "
-                             "and the kernel's send queue, queued())"),
-    "echo_asyncio_streams.py": (104, "the idea plus the optional TLS of --cert (ssl= with its handshake limit, and "
-                                     "half_close(), as asyncio has no half-close for TLS: 10 lines)"),
-    "echo_asyncio_protocol.py": (114, "callbacks with the Deadline timer, flow control and the stop's future per "
-                                      "connection, and --cert's TLS as in echo_asyncio_streams.py (10 lines), "
-                                      "plus connection_lost()'s abort() for Python 3.10's TLS transport"),
-    "echo_asyncio_buffered.py": (120, "echo_asyncio_protocol.py's lesson plus the buffer a BufferedProtocol lends"),
     "echo_selectors_tls.py": (106, "echo_selectors.py's lesson plus TLS: the handshake driven by the loop with a "
                                    "deadline of its own (a second SelectorDeadlines), the TLS calls' wants, pending() "
                                    "drained, close_notify, and the listening socket wrapped"),
@@ -180,11 +167,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "34 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner)"),
-    "echo_asyncio.py": (351, "the blocking calls become coroutines on one event loop, under the article's names "
+    "echo_asyncio.py": (362, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
-                             "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the read and the stop's drain helpers (receive_chunk(), half_close_then_drain(): 22 lines); the loop watches its own wake-up "
-                             "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines), and the blocking helpers echo_simple.py teaches (take_stop_signals() to cut(): 90 lines) go; on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines"),
+                             "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the wait for a chunk and the stop's drain helpers (wait_for_chunk(), half_close_then_drain(): 24 lines); the loop watches its own wake-up "
+                             "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines), and the blocking helpers echo_simple.py teaches (take_stop_signals() to cut(): 90 lines) go; on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines. "
+                             "Issue 43 moved this file's helpers below its banner, right after the constants, while "
+                             "echo_simple.py's still stood above its own: 11 lines more than the 351 before"),
     "echo_thread.py": (131, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
                            "send() (the socket's timeout: only the main thread hears signals); the threads' stop "
                            "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
@@ -195,15 +184,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                               "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
                               "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
                               "accept_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
-    "echo_asyncio_streams.py": (220, "asyncio's Server and streams replace the accept loop, send_all() and "
-                                     "ready(), receive_chunk() and half_close_then_drain() (28 lines), and the Server's own accept needs on_loop_error(); the optional TLS "
-                                     "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines); "
-                                     "on_signal(), Deadline and queued(), taught above echo_asyncio.py's banner, stand below this one "
-                                     "(diff shows the banner and its constants moving past them: 34 lines)"),
-    "echo_asyncio_protocol.py": (154, "the coroutine per client becomes a Protocol's callbacks (every per-client "
-                                      "line changes), and --uvloop comes in; half_close(), taught above "
-                                      "echo_asyncio_streams.py's banner, stands below this one (20 lines); the "
-                                      "tasks' stop_clients() goes (a Protocol stops each connection itself: 14 lines)"),
+    "echo_asyncio_streams.py": (195, "asyncio's Server and streams replace the accept loop, send_all() and "
+                                     "ready(), and wait_for_chunk() and half_close_then_drain() (the stream's wait "
+                                     "and drain stand in send_recv(): 24 lines), and the Server's own accept needs on_loop_error(); the optional TLS "
+                                     "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines)"),
+    "echo_asyncio_protocol.py": (135, "the coroutine per client becomes a Protocol's callbacks (every per-client "
+                                      "line changes), and --uvloop comes in; the tasks' stop_clients() goes (a "
+                                      "Protocol stops each connection itself: 14 lines)"),
     "echo_shared_socket.py": (81, "the refusal names echo_selectors.py where echo_reuseport.py's now picks a pattern the "
                                   "platform runs, and the shared create_server_socket() comes back below the banner with "
                                   "Windows' SO_EXCLUSIVEADDRUSE, which echo_reuseport.py's own lacks (1 line over)"),
