@@ -52,8 +52,13 @@ except ImportError:  # Windows: CPU from os.times(), and no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
-ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline",
-               "tls", "other")
+# The errors counted, by kind, and each in words with its bound (why_failed(), kinds_text()).
+ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
+               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
+               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
+               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
+               "other": "other errors"}
+ERROR_KINDS = tuple(ERROR_WORDS)
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -139,7 +144,9 @@ PRESETS = {
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 # What --all runs without --scenario and without a load shape: the README chart's scenario.
 DEFAULT_SCENARIO = "article-100"
-SHAPE_FLAGS = ("clients", "connects", "messages", "size", "seconds", "hold")  # a load shape: --all runs "custom"
+# A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
+# then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
+SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
@@ -166,11 +173,6 @@ LIMITS = {
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
     "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
 }
-ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
-               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
-               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
-               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
-               "other": "other errors"}
 
 
 def die(message, status=1):
@@ -2301,11 +2303,9 @@ def parse_args(argv):
     parser = build_parser()
     parser.error = lambda message: die(message, 2)  # a bad argument is one line, not argparse's usage block
     args = parser.parse_args(argv)
-    # Whether a load shape was given (--all runs it as "custom"; without one, DEFAULT_SCENARIO): parsed again
-    # with those defaults replaced by a mark, so that an explicit --clients 50 counts.
-    shadow, unset = build_parser(), object()
-    shadow.set_defaults(**dict.fromkeys(SHAPE_FLAGS, unset))
-    args.shaped = any(getattr(shadow.parse_args(argv), name) is not unset for name in SHAPE_FLAGS)
+    args.shaped = any(getattr(args, name) is not None for name in SHAPE)
+    for name, default in SHAPE.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
@@ -2352,15 +2352,16 @@ def build_parser():
     group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
     group("--tls", action="store_true", help="speak TLS and verify the server (full handshakes)")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
-    group("--clients", type=number(1, 100000), default=50, metavar="N",
-          help="concurrent clients, WORKER_COUNT (default: %(default)s)")
-    group("--connects", type=number(1, 100000), default=5, metavar="C",
-          help="connections per client, ACTION_COUNT (default: %(default)s)")
+    group("--clients", type=number(1, 100000), metavar="N",
+          help="concurrent clients, WORKER_COUNT (default: {clients})".format(**SHAPE))
+    group("--connects", type=number(1, 100000), metavar="C",
+          help="connections per client, ACTION_COUNT (default: {connects})".format(**SHAPE))
     group("--messages", type=number(1, 1000000), metavar="M",
           help="messages per connection, SEND_RECV_COUNT (default: 50)")
-    group("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
+    group("--size", type=number(1, 16 << 20), metavar="BYTES", help="bytes per message (default: {size})".format(
+        **SHAPE))
     group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
-    group("--hold", action="store_true", help="open and hold every connection, then send")
+    group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))
