@@ -859,6 +859,21 @@ def measure(host, port, w, procs):
     return (combine_open if w.rate else combine)(parts, w)
 
 
+def measured(host, port, w, procs, read=None, why=None):
+    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None), or
+    (record, why its server's CPU is not in it: why, where there is no reading)."""
+    before = read() if read else None
+    result = measure(host, port, w, procs)
+    if before is None:
+        return result, why
+    used, why = read().since(before)
+    if used:
+        result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
+        if isinstance(result, Run):
+            per_server_cpu(result)
+    return result, why
+
+
 def receive(pipe):
     """A worker's message; a worker that died says so in one line, not a traceback."""
     try:
@@ -1165,12 +1180,10 @@ def sweep(host, port, rates, w, procs, name, server=None):
         if server is not None and not server.alive():
             result["failed"] = "exited with status {}".format(server.proc.returncode)
             break
-        before = server.cpu() if server is not None else None
-        step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
-        if before is not None:
-            step.server_cpu_s, step.server_cpu_resolution_s, _ = server.cpu() - before
+        step, why = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
         steps.append(step)
-        note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
+        note("{} {}{}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True)),
+                              "; server CPU not measured: " + why if why else ""))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
             result["stopped_early"], result["client_limited"] = True, client_limited(steps)
             break
@@ -1229,10 +1242,12 @@ class CPU(NamedTuple):
     (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
     process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
     coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
-    (where none did, that term is the same on both sides and adds nothing)."""
+    (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
+    server's own process (the group's leader, the tree's top) while it runs; None where it had ended."""
     seconds: float
     resolution: float
     reaped: tuple = ()
+    root: Optional[tuple] = None
 
     def __sub__(self, before):
         changed = set(self.reaped) ^ set(before.reaped)
@@ -1240,6 +1255,19 @@ class CPU(NamedTuple):
         resolution = max(self.resolution if self.resolution > 1e-9 else 0.0,
                          before.resolution if before.resolution > 1e-9 else 0.0) + ticks
         return CPU(self.seconds - before.seconds, resolution or 1e-9)
+
+    def since(self, before):
+        """The server's CPU from reading before to this one, (CPU, None); or (None, why not) where its own process
+        ended or was replaced meanwhile, or a process counted before ended with its CPU: never a figure below 0."""
+        if not before.root:
+            return None, "its process had ended before the run"
+        if self.root != before.root:  # None: gone, or a zombie
+            return None, "its process {} {} during the run".format(before.root[0], "was replaced" if self.root else
+                                                                   "ended")
+        used = self - before
+        if used.seconds < -used.resolution:
+            return None, "a process of it ended during the run, and its CPU with it"
+        return used._replace(seconds=max(0.0, used.seconds)), None
 
 
 class Process(NamedTuple):
@@ -1251,6 +1279,8 @@ class Process(NamedTuple):
     state: str
     ticks: int
     children_ticks: int
+    started: int = 0  # clock ticks after boot: a pid used again is another process
+    name: str = ""  # its command's name (comm)
 
 
 def processes():
@@ -1266,12 +1296,13 @@ def processes():
     for entry in entries:
         try:
             with open("/proc/{}/stat".format(entry)) as f:
-                # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
-                fields = f.read().rsplit(")", 1)[1].split()
+                # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
+                name, fields = f.read().rsplit(")", 1)
         except OSError:  # it ended while we looked
             continue
+        fields = fields.split()
         found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
-                             int(fields[13]) + int(fields[14])))
+                             int(fields[13]) + int(fields[14]), int(fields[19]), name.split("(", 1)[1]))
     return found
 
 
@@ -1330,8 +1361,9 @@ def group_cpu(pgid, settle=0.0, tree=False):
             seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
             total, resolution, running = total + seconds, resolution + ticked, running + busy
         if not running or time.monotonic() >= deadline:
+            root = next(((p.pid, p.started) for p in chosen if p.pid == pgid and p.state not in "ZX"), None)
             return CPU(total, resolution + running / tick or 1e-9,
-                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks))
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root)
         time.sleep(0.001)
 
 
@@ -1414,8 +1446,11 @@ def listening_server(port):
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
-    parents = {p.pid: p.ppid for p in processes() or () if p.pid in owners}
-    return min(owners, key=lambda pid: (parents.get(pid) in owners, pid)), None
+    found = {p.pid: p for p in processes() or () if p.pid in owners}
+    pid = min(owners, key=lambda pid: (pid in found and found[pid].ppid in owners, pid))
+    if pid in found and found[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
+        return None, "the socket is Wine's wineserver's (pid {}), not the server's own process".format(pid)
+    return pid, None
 
 
 def children_cpu(pid):
@@ -1653,18 +1688,15 @@ def run_all(args, entries, skipped):
                 if not server.alive():
                     row["failed"] = "exited with status {}".format(server.proc.returncode)
                     continue
-                before, workers_before = server.cpu(), server.workers_cpu()
-                result = measure("127.0.0.1", server.port, server.load(load), args.procs)
-                after, workers_after = server.cpu(), server.workers_cpu()
-                if before is not None:
-                    result.server_cpu_s, result.server_cpu_resolution_s, _ = after - before
-                spread = pool_spread(workers_before, workers_after)
+                workers_before = server.workers_cpu()
+                result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+                spread = pool_spread(workers_before, server.workers_cpu())
                 if rep and spread:  # each worker's CPU in this run (not the warm-up)
                     for pid, used in spread.items():
                         row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
-                note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
+                note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
                     step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
-                    result.msgs_per_s, result.errors))
+                    result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
                 if result.errors or result.messages != result.expected:
                     row["failed"] = why_failed(result, load, server.name)
                     # Stopped now: a server that failed may still be working through what it was
@@ -1744,10 +1776,14 @@ def knee_rule_text(rule=KNEE_RULE):
 
 
 def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
-    """The single-server report: the workload, the record's figures line by line, then what they mean (and,
-    in a line, why the server's CPU is not there)."""
+    """The single-server report: the workload, the record's figures line by line (the server's line says why
+    where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
-    print("\n".join(text_lines(r)), file=out)
+    lines = text_lines(r)
+    if cpu_not_measured:  # where the server's line would be: before the client's
+        lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
+            "server", cpu_not_measured))
+    print("\n".join(lines), file=out)
     step = isinstance(r, Step)
     for applies, text in (
             (getattr(r, "connect_s", None) is not None,
@@ -1763,8 +1799,7 @@ def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
-                                         "process below it, from /proc"),
-            (cpu_not_measured, "the server's CPU is not measured: {}".format(cpu_not_measured))):
+                                         "process below it, from /proc")):
         if applies:
             print("{:<10} {}".format("note", text), file=out)
 
@@ -2406,16 +2441,9 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
-    before = group_cpu(pid, settle=0.1, tree=True) if pid else None
-    result = measure(args.host, args.port, w, args.procs)
+    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
-    if before is not None:
-        result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
-        if isinstance(result, Run):
-            per_server_cpu(result)
-    else:
-        why = why or "its process could not be read"
     if args.json:
         print(to_json(result))
         if why:

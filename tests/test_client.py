@@ -12,7 +12,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, client, client_json, echo_processes,
+from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, WINE, client, client_json, echo_processes,
                      python_with_client, started_and_stopped, steady, unix_interpreter, wait_until)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
@@ -602,3 +602,18 @@ def test_help_fits_a_screen():
                             timeout=TIMEOUT, env=dict(os.environ, COLUMNS="80"))
     assert result.returncode == 0 and len(result.stdout.splitlines()) <= 60, result.stdout
     assert "CLIENT.md" in result.stdout
+
+
+@pytest.mark.windows
+@pytest.mark.slow
+@pytest.mark.skipif(not WINE, reason="under Wine: its wineserver holds the sockets of the Windows programs it runs")
+def test_a_linux_client_against_a_server_under_wine_never_reports_wineservers_cpu(start_server):
+    """The process that holds the socket a Windows server listens on is wineserver64, not the server: client.py on
+    Linux's Python says in the server line that it cannot tell the server's CPU (it reported wineserver64's)."""
+    port = start_server("echo_selectors.py", "-q").port
+    result = subprocess.run([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--clients", "2",
+                             "--connects", "1", "--messages", "5"], capture_output=True, text=True, timeout=TIMEOUT * 6)
+    assert result.returncode == 0, result
+    server = [line for line in result.stdout.splitlines() if line.startswith("server ")]
+    assert len(server) == 1 and server[0].startswith("server     CPU not measured: the socket is Wine's wineserver's"), \
+        result.stdout
