@@ -757,7 +757,8 @@ def binds_any(address):
 def run_worker(address, share, w, go, barrier, results, host):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches the group)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
     engine = TLSEngine(address, w, host) if w.tls else Engine(address, w)
     index, procs = share
     if w.rate:
@@ -828,7 +829,7 @@ def measure(host, port, w, procs):
     # The connects in flight are shared out over the workers, at least one each.
     per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
                                      connect_pace=w.connect_pace / procs if w.connect_pace else None)
-    workers, pipes = [], []
+    workers, pipes, done = [], [], False
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
@@ -851,11 +852,13 @@ def measure(host, port, w, procs):
             if not pipe.poll(bound):
                 die("a worker process did not finish")
             parts.append(receive(pipe))
-    finally:
+        done = True
+    finally:  # done: each worker exits once its figures are sent; stopped by a signal, or failed: killed now
         for worker in workers:
-            worker.join(5)
+            worker.join(5 if done else 0)
             if worker.is_alive():
                 worker.kill()
+                worker.join()
     return (combine_open if w.rate else combine)(parts, w)
 
 
@@ -1465,7 +1468,9 @@ def children_cpu(pid):
 
 class RunningServer:
     """An echo_*.py started on --port 0 -q in a session of its own, so that it and
-    all its children can be measured and stopped together."""
+    all its children can be measured and stopped together. Each is kept in `started`:
+    main() stops those a run left, whatever ended it (a stop signal, an error)."""
+    started = []
 
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
@@ -1476,7 +1481,8 @@ class RunningServer:
                                       *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
-        self.port, self.failed, self.skipped, self.stderr = None, None, None, None
+        RunningServer.started.append(self)
+        self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
@@ -1517,16 +1523,22 @@ class RunningServer:
     def alive(self):
         return self.proc.poll() is None
 
-    def stop(self):
-        """SIGTERM, then SIGKILL for the whole group; returns what it wrote on stderr."""
+    def terminate(self):
+        """SIGTERM, once: a second would end its stop at once."""
+        if not self.signalled and self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        self.signalled = True
+
+    def stop(self, patience=5.0):
+        """SIGTERM, then, after patience seconds at most, SIGKILL for the whole group; returns what it wrote on
+        stderr."""
         if self.stderr is not None:
             return self.stderr  # already stopped
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
+        self.terminate()
+        try:
+            self.proc.wait(patience)
+        except subprocess.TimeoutExpired:
+            pass
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
@@ -1540,6 +1552,15 @@ class RunningServer:
         self.proc.stdout.close()
         self.err.close()
         return self.stderr
+
+
+def stop_servers(servers, patience=5.0):
+    """Stop servers side by side: SIGTERM to each, then each waited for, patience seconds in all at most."""
+    deadline = time.monotonic() + patience
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        server.stop(max(0.0, deadline - time.monotonic()))
 
 
 def pool_spread(before, after):
@@ -1652,11 +1673,9 @@ def sweep_all(args, entries, skipped):
         if server.skipped:
             skip(skipped, server)
             continue
-        try:
-            result = no_sweep(server.name, server.failed) if server.failed else sweep(
-                "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
-        finally:
-            server.stop()
+        result = no_sweep(server.name, server.failed) if server.failed else sweep(
+            "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
+        server.stop()
         results.append(dict(result, scenario=label, rates=rates, workload=server.load(w)))
     return results
 
@@ -1675,38 +1694,35 @@ def run_all(args, entries, skipped):
                 skip(skipped, server)
         servers = [server for server in servers if not server.skipped]
         rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "worker_cpu": {}} for s in servers}
-        try:
-            # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
-            warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
-                                       seconds=w.seconds and 1.0)
-            plan = [(0, s, warm) for s in servers] + [
-                (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
-            for step, (rep, server, load) in enumerate(plan, 1):
-                row = rows[server.name]
-                if row["failed"]:
-                    continue
-                if not server.alive():
-                    row["failed"] = "exited with status {}".format(server.proc.returncode)
-                    continue
-                workers_before = server.workers_cpu()
-                result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
-                spread = pool_spread(workers_before, server.workers_cpu())
-                if rep and spread:  # each worker's CPU in this run (not the warm-up)
-                    for pid, used in spread.items():
-                        row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
-                note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
-                    step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
-                    result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
-                if result.errors or result.messages != result.expected:
-                    row["failed"] = why_failed(result, load, server.name)
-                    # Stopped now: a server that failed may still be working through what it was
-                    # sent (10,000 threads running --work), and would slow the next server's run.
-                    server.stop()
-                elif rep:
-                    row["runs"].append(result)
-        finally:
-            for server in servers:
+        # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
+        warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
+                                   seconds=w.seconds and 1.0)
+        plan = [(0, s, warm) for s in servers] + [
+            (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
+        for step, (rep, server, load) in enumerate(plan, 1):
+            row = rows[server.name]
+            if row["failed"]:
+                continue
+            if not server.alive():
+                row["failed"] = "exited with status {}".format(server.proc.returncode)
+                continue
+            workers_before = server.workers_cpu()
+            result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            spread = pool_spread(workers_before, server.workers_cpu())
+            if rep and spread:  # each worker's CPU in this run (not the warm-up)
+                for pid, used in spread.items():
+                    row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
+            note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
+                step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
+                result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
+            if result.errors or result.messages != result.expected:
+                row["failed"] = why_failed(result, load, server.name)
+                # Stopped now: a server that failed may still be working through what it was
+                # sent (10,000 threads running --work), and would slow the next server's run.
                 server.stop()
+            elif rep:
+                row["runs"].append(result)
+        stop_servers(servers)  # those a stop signal or an error leaves, main() stops
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
@@ -2489,8 +2505,17 @@ def run_every_server(args):
     return 0
 
 
+def stop_signal(signum, frame):
+    """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(signum)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    signal.signal(signal.SIGINT, stop_signal)
+    signal.signal(signal.SIGTERM, stop_signal)
     try:
         if args.all:
             return run_every_server(args)
@@ -2508,9 +2533,13 @@ def main(argv=None):
                 if args.tls:
                     check_tls(probe, args)
         return one_server(args, local)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal to this process alone: what runs is stopped below
         note("interrupted")
-        return 130
+        return 128 + (e.args[0] if e.args else signal.SIGINT)
+    finally:
+        for worker in multiprocessing.active_children():
+            worker.kill()
+        stop_servers(RunningServer.started, patience=0.5)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, WINE, client, client_json, echo_processes,
-                     python_with_client, started_and_stopped, steady, unix_interpreter, wait_until)
+from helpers import (CERT, KEY, PYTHON, ROOT, RUN, SERVERS, TIMEOUT, UNIX_ONLY, WINE, children_of, client, client_json,
+                     echo_processes, group_gone, kill_group, python_with_client, started_and_stopped, steady,
+                     unix_interpreter, wait_until)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
@@ -252,7 +254,10 @@ class Counting:
                             self.most = max(self.most, self.open)
                     except BlockingIOError:
                         continue  # the queue is empty
-                data = key.fileobj.recv(65536)
+                try:
+                    data = key.fileobj.recv(65536)
+                except ConnectionResetError:  # a client stopped by a signal
+                    data = b""
                 if data:
                     key.fileobj.sendall(data)  # small messages: the kernel takes them at once
                 else:
@@ -602,6 +607,58 @@ def test_help_fits_a_screen():
                             timeout=TIMEOUT, env=dict(os.environ, COLUMNS="80"))
     assert result.returncode == 0 and len(result.stdout.splitlines()) <= 60, result.stdout
     assert "CLIENT.md" in result.stdout
+
+
+# ---- a stop signal to client.py alone (kill PID; Ctrl-C reaches its whole group)
+
+def stopped(signum, args, under_way):
+    """client.py args, in a session of its own; once under_way(pid) says it runs, signum to its pid alone.
+    (seconds from the signal to its exit, its CompletedProcess, whether its group was empty once it had exited);
+    whatever is left of its group is killed."""
+    proc = subprocess.Popen([*PYTHON, str(ROOT / "client.py"), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, ECHO_TESTS_RUN=RUN))
+    try:
+        assert wait_until(lambda: under_way(proc.pid), timeout=TIMEOUT * 3), "client.py never got under way"
+        signalled = time.monotonic()
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=TIMEOUT)
+        took = time.monotonic() - signalled
+        return took, subprocess.CompletedProcess(proc.args, proc.returncode, out, err), group_gone(proc.pid, 0.5)
+    finally:
+        kill_group(proc.pid)
+        proc.communicate()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_client_ends_its_run_within_a_second(counting_server, signum):
+    """Its worker processes stop with it: none left running, none orphaned (its process group is empty)."""
+    server = counting_server(backlog=128)
+    took, result, emptied = stopped(signum, ["--port", str(server.port), "--clients", "4", "--connects", "1",
+                                             "--seconds", "60", "--procs", "2"],
+                                    lambda pid: server.accepted >= 4 and len(children_of(pid)) == 2)
+    assert result.returncode == 128 + signum, result
+    assert "interrupted" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert took < 1.5, took
+    assert emptied, "its worker processes outlived it"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
+    """--all: the servers it started are stopped too (and its workers)."""
+    before = echo_processes()
+    took, result, emptied = stopped(signum, ["--all", "--servers", "select,epoll", "--clients", "4", "--connects",
+                                             "1", "--seconds", "20", "--repeat", "1", "--procs", "2"],
+                                    lambda pid: len(children_of(pid)) == 4)  # its two servers, two workers
+    assert result.returncode == 128 + signum, result
+    assert "interrupted" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert took < 1.5, took
+    assert emptied, "its worker processes outlived it"
+    assert not echo_processes() - before, "a server it started outlived it"
 
 
 @pytest.mark.windows
