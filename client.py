@@ -1009,6 +1009,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
     "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
+    # --all: how far the measured runs' messages per server CPU-second lie apart, +- half their range.
+    "msgs_per_server_cpu_spread": figure("msgs per server CPU-s +-", "{:.0%}", "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", yes, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
@@ -1580,8 +1582,8 @@ def work_seconds(work):
 
 
 def server_entries(args):
-    """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
-    variant of those whose --help offers it, when uvloop is installed."""
+    """([(script, extra flags)] to run, [rows uvloop would add]): every echo_*.py (or --servers), and the
+    --uvloop variant of those whose --help offers it, when uvloop is installed (else said at the end)."""
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
@@ -1597,12 +1599,10 @@ def server_entries(args):
         entries = [(script, common) for script in scripts]
     if not scripts:
         die("no echo_*.py beside client.py")
-    on_uvloop = takes_uvloop(scripts)
-    if on_uvloop and importlib.util.find_spec("uvloop"):
-        entries += [(script, common + ("--uvloop",)) for script in on_uvloop]
-    elif on_uvloop:
-        note("uvloop is not installed: the --uvloop rows are left out (pip install uvloop)")
-    return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
+    uvloop = [(script, common + ("--uvloop",)) for script in takes_uvloop(scripts)]
+    installed = uvloop and importlib.util.find_spec("uvloop")
+    return sorted(entries + (uvloop if installed else []), key=lambda entry: (entry[0].name, entry[1])), [
+        " ".join([script.name, *flags]) for script, flags in ([] if installed else uvloop)]
 
 
 def takes_uvloop(scripts):
@@ -1693,7 +1693,7 @@ def run_all(args, entries, skipped):
             if server.skipped:
                 skip(skipped, server)
         servers = [server for server in servers if not server.skipped]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "worker_cpu": {}} for s in servers}
+        rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
                                    seconds=w.seconds and 1.0)
@@ -1701,10 +1701,10 @@ def run_all(args, entries, skipped):
             (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
         for step, (rep, server, load) in enumerate(plan, 1):
             row = rows[server.name]
+            if not row["failed"] and (server.failed or not server.alive()):  # it did not start, or it exited
+                row["failed"] = server.failed or "exited with status {}".format(server.proc.returncode)
+                skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
-                continue
-            if not server.alive():
-                row["failed"] = "exited with status {}".format(server.proc.returncode)
                 continue
             workers_before = server.workers_cpu()
             result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
@@ -1720,12 +1720,21 @@ def run_all(args, entries, skipped):
                 # Stopped now: a server that failed may still be working through what it was
                 # sent (10,000 threads running --work), and would slow the next server's run.
                 server.stop()
+                skip_runs(plan, step, server, label, row["failed"])
             elif rep:
                 row["runs"].append(result)
         stop_servers(servers)  # those a stop signal or an error leaves, main() stops
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
+
+
+def skip_runs(plan, done, server, label, why):
+    """Say which of server's steps in plan, after the first `done`, are skipped, and why."""
+    left = [str(n) for n, (_, s, _) in enumerate(plan, 1) if s is server and n > done]
+    if left:
+        note("{} {}: step{} {} skipped, as it failed: {}".format(label, server.name, "s" if len(left) > 1 else "",
+                                                                  ", ".join(left), why))
 
 
 def summarize(server, runs, failed, worker_cpu):
@@ -1746,6 +1755,9 @@ def summarize(server, runs, failed, worker_cpu):
         row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
     if row.server_cpu_s is not None:
         per_server_cpu(row)
+        cheap = [r.msgs_per_server_cpu_s for r in runs if r.msgs_per_server_cpu_s]
+        if len(cheap) > 1 and row.msgs_per_server_cpu_s:
+            row.msgs_per_server_cpu_spread = (max(cheap) - min(cheap)) / 2 / row.msgs_per_server_cpu_s
     return row
 
 
@@ -1837,15 +1849,16 @@ def markdown(tables, sweeps=(), skipped=None):
 
 WIDTH = 100  # --all's terminal output fits this many columns; --markdown and --json carry every figure
 # The terminal's columns, short titles for a closed-loop table's first figures.
-TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "server_cpu_s": "CPU s", "server_cpu_resolution_s": "+-",
+TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "msgs_per_server_cpu_spread": "+-", "server_cpu_s": "CPU s",
                     "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
-TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second; CPU s: the server's CPU in a run, +- what it may be "
-                "short by; p99 ms: a message's round trip.")
+TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second, +- half the measured runs' range of it; CPU s: the "
+                "server's CPU in a run; p99 ms: a message's round trip.")
 
 
-def terminal_text(tables, sweeps=(), skipped=None):
+def terminal_text(tables, sweeps=(), skipped=None, without=()):
     """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
-    first figures, the sweeps' knees, the servers skipped. The full tables are markdown()'s."""
+    first figures, the sweeps' knees, the servers skipped, the rows uvloop would add (without). The full tables
+    are markdown()'s."""
     lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
                                                        machine())) + [""]
     for table in tables:
@@ -1881,7 +1894,9 @@ def terminal_text(tables, sweeps=(), skipped=None):
                                                           for line in wrapped("- " + skipped_text(name, why), "  ")]
         lines.append("")
     key = wrapped(TERMINAL_KEY) if tables else []
-    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json."))
+    more = wrapped("With uvloop installed (pip install uvloop), {} more: {}.".format(len(without), ", ".join(
+        without))) if without else []
+    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json.") + more)
 
 
 def wrapped(text, indent=""):
@@ -2488,7 +2503,7 @@ def check_tls(sock, args):
 
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
-    entries, skipped = server_entries(args), {}
+    (entries, without), skipped = server_entries(args), {}
     if not args.scenario and not args.shaped and args.rate is None:
         note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
             DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
@@ -2497,7 +2512,7 @@ def run_every_server(args):
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
-    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped))
+    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped, without))
     if args.markdown:
         Path(args.markdown).write_text(markdown(tables, sweeps, skipped) + "\n")
     if args.svg:

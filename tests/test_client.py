@@ -198,7 +198,7 @@ def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_offer_it(tmp_path, c
             "real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
             "print(json.dumps([[script.name, *extra] for script, extra in "
-            "client.server_entries(client.parse_args(['--all']))]))").format(str(tmp_path))
+            "client.server_entries(client.parse_args(['--all']))[0]]))").format(str(tmp_path))
     result = python_with_client(code)
     assert result.returncode == 0, result.stderr
     entries = json.loads(result.stdout)
@@ -659,6 +659,74 @@ def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
     assert took < 1.5, took
     assert emptied, "its worker processes outlived it"
     assert not echo_processes() - before, "a server it started outlived it"
+
+
+# A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
+# answers --help, as --all asks.
+CLOSING = """import argparse, socket
+parser = argparse.ArgumentParser()
+for flag in ("--port", "--work"):
+    parser.add_argument(flag)
+parser.add_argument("-q", action="store_true")
+parser.parse_args()
+listener = socket.create_server(("127.0.0.1", 0))
+print("Server Run Port:{}".format(listener.getsockname()[1]), flush=True)
+while True:
+    with listener.accept()[0] as conn:
+        conn.recv(65536)
+"""
+
+
+@pytest.mark.slow
+def test_all_says_which_runs_of_a_failed_server_it_skips_and_why(tmp_path):
+    """Its progress counts every step: the steps of a server that failed are said to be skipped, with the reason."""
+    (tmp_path / "echo_closing.py").write_text(CLOSING)
+    (tmp_path / "echo_simple.py").write_text((ROOT / "echo_simple.py").read_text())
+    code = ("client.HERE = client.Path({!r})\n"
+            "client.main(['--all', '--clients', '2', '--connects', '1', '--messages', '2', '--repeat', '2', "
+            "'--procs', '1', '--json'])").format(str(tmp_path))
+    result = python_with_client(code, timeout=TIMEOUT * 6)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    rows = {row["server"]: row for row in json.loads(result.stdout)["tables"][0]["rows"]}
+    failed = rows["echo_closing.py"]["failed"]
+    assert failed.startswith("0 of 2 messages echoed") and not rows["echo_simple.py"]["failed"], rows
+    progress = [line for line in result.stderr.splitlines() if line.startswith("client.py: [")]
+    assert [line.split("]")[0] for line in progress] == ["client.py: [1/6", "client.py: [2/6", "client.py: [4/6",
+                                                          "client.py: [6/6"], progress
+    said = [line for line in result.stderr.splitlines() if "skipped" in line]
+    assert said == ["client.py: custom echo_closing.py: steps 3, 5 skipped, as it failed: " + failed], said
+
+
+def test_the_terminal_tables_plus_minus_is_the_spread_of_the_measured_runs(client_module):
+    """+- beside messages per server CPU-second is half the measured runs' range of it, in % of the row's figure
+    (not the CPU's resolution); with one run there is no spread to show."""
+    c = client_module
+    runs = [c.Run(messages=1000, server_cpu_s=cpu, client_cpu_s=0.1, msgs_per_s=5000.0) for cpu in (0.01, 0.0125,
+                                                                                                     0.008)]
+    for run in runs:
+        c.per_server_cpu(run)
+    row = c.summarize("echo_x.py", runs, None, {})
+    assert row.msgs_per_server_cpu_s == pytest.approx(100000) and row.server_cpu_s == 0.01
+    assert row.msgs_per_server_cpu_spread == pytest.approx((125000 - 80000) / 2 / 100000)
+    assert c.summarize("echo_x.py", runs[:1], None, {}).msgs_per_server_cpu_spread is None
+    text = c.terminal_text([all_table(c, [row])])
+    head = next(line for line in text.splitlines() if line.startswith("rank"))
+    assert head.split()[2:4] == ["msgs/CPU-s", "+-"] and "1 ns" not in text, text
+    assert "22%" in next(line for line in text.splitlines() if "echo_x.py" in line), text
+    assert "half the measured runs' range" in " ".join(text.split())
+
+
+def test_the_uvloop_rows_are_an_option_said_at_the_end(client_module):
+    """Without uvloop, --all says nothing of it at the start; its table ends with the rows uvloop would add."""
+    result = python_with_client("import importlib.util, json\n"
+                                "importlib.util.find_spec = lambda name, *rest: None\n"
+                                "print(json.dumps(client.server_entries(client.parse_args(['--all']))[1]))")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    offered = sorted(name + " --uvloop" for name in SERVERS if offers_uvloop(ROOT / name))
+    assert sorted(json.loads(result.stdout)) == offered
+    text = client_module.terminal_text([all_table(client_module, [])], without=offered)
+    assert " ".join(text.split()).endswith("With uvloop installed (pip install uvloop), {} more: {}.".format(
+        len(offered), ", ".join(offered)))
 
 
 @pytest.mark.windows
