@@ -834,7 +834,7 @@ def measure(host, port, w, procs):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
                                                           there, host), daemon=True)
-        worker.start()
+        start_worker(worker)
         there.close()
         workers.append(worker)
         pipes.append(here)
@@ -860,6 +860,17 @@ def measure(host, port, w, procs):
                 worker.kill()
                 worker.join()
     return (combine_open if w.rate else combine)(parts, w)
+
+
+def start_worker(worker, tries=3):
+    """worker.start(), tried again where the system could not make the process (Wine, once: WinError 1359)."""
+    for left in reversed(range(tries)):
+        try:
+            return worker.start()
+        except OSError as e:
+            if not left:
+                raise
+            note("a worker process did not start ({}): trying again".format(e))
 
 
 def measured(host, port, w, procs, read=None, why=None):
@@ -2010,20 +2021,20 @@ def sweep_markdown(server, sweep):
 
 
 def cpu_model():
-    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too)."""
-    cpu = platform.processor() or platform.machine()
+    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too), else
+    the platform's."""
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
-        pass
-    return cpu
+        return platform.processor() or platform.machine()
 
 
 def machine():
-    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux"."""
+    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
+    Where there is no os.uname (Windows), platform asks WMI, which Wine lacks: Wine ends the process there."""
     return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
-                                                platform.system())
+                                                platform.system() if hasattr(os, "uname") else "Windows")
 
 
 # ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
