@@ -52,8 +52,13 @@ except ImportError:  # Windows: CPU from os.times(), and no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
-ERROR_KINDS = ("refused", "reset", "connect timeout", "timeout", "closed early", "mismatch", "extra bytes", "deadline",
-               "tls", "other")
+# The errors counted, by kind, and each in words with its bound (why_failed(), kinds_text()).
+ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
+               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
+               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
+               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
+               "other": "other errors"}
+ERROR_KINDS = tuple(ERROR_WORDS)
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -139,7 +144,9 @@ PRESETS = {
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 # What --all runs without --scenario and without a load shape: the README chart's scenario.
 DEFAULT_SCENARIO = "article-100"
-SHAPE_FLAGS = ("clients", "connects", "messages", "size", "seconds", "hold")  # a load shape: --all runs "custom"
+# A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
+# then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
+SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
@@ -166,11 +173,6 @@ LIMITS = {
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
     "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
 }
-ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
-               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
-               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
-               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
-               "other": "other errors"}
 
 
 def die(message, status=1):
@@ -755,7 +757,8 @@ def binds_any(address):
 def run_worker(address, share, w, go, barrier, results, host):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches the group)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
     engine = TLSEngine(address, w, host) if w.tls else Engine(address, w)
     index, procs = share
     if w.rate:
@@ -826,12 +829,12 @@ def measure(host, port, w, procs):
     # The connects in flight are shared out over the workers, at least one each.
     per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
                                      connect_pace=w.connect_pace / procs if w.connect_pace else None)
-    workers, pipes = [], []
+    workers, pipes, done = [], [], False
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
                                                           there, host), daemon=True)
-        worker.start()
+        start_worker(worker)
         there.close()
         workers.append(worker)
         pipes.append(here)
@@ -849,12 +852,40 @@ def measure(host, port, w, procs):
             if not pipe.poll(bound):
                 die("a worker process did not finish")
             parts.append(receive(pipe))
-    finally:
+        done = True
+    finally:  # done: each worker exits once its figures are sent; stopped by a signal, or failed: killed now
         for worker in workers:
-            worker.join(5)
+            worker.join(5 if done else 0)
             if worker.is_alive():
                 worker.kill()
+                worker.join()
     return (combine_open if w.rate else combine)(parts, w)
+
+
+def start_worker(worker, tries=3):
+    """worker.start(), tried again where the system could not make the process (Wine, once: WinError 1359)."""
+    for left in reversed(range(tries)):
+        try:
+            return worker.start()
+        except OSError as e:
+            if not left:
+                raise
+            note("a worker process did not start ({}): trying again".format(e))
+
+
+def measured(host, port, w, procs, read=None, why=None):
+    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None), or
+    (record, why its server's CPU is not in it: why, where there is no reading)."""
+    before = read() if read else None
+    result = measure(host, port, w, procs)
+    if before is None:
+        return result, why
+    used, why = read().since(before)
+    if used:
+        result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
+        if isinstance(result, Run):
+            per_server_cpu(result)
+    return result, why
 
 
 def receive(pipe):
@@ -989,6 +1020,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
     "msgs_per_server_cpu_s": figure("msgs per server CPU-s", RATE, "server", when=True, table=True),
+    # --all: how far the measured runs' messages per server CPU-second lie apart, +- half their range.
+    "msgs_per_server_cpu_spread": figure("msgs per server CPU-s +-", "{:.0%}", "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", yes, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
@@ -1163,12 +1196,10 @@ def sweep(host, port, rates, w, procs, name, server=None):
         if server is not None and not server.alive():
             result["failed"] = "exited with status {}".format(server.proc.returncode)
             break
-        before = server.cpu() if server is not None else None
-        step = measure(host, port, dataclasses.replace(w, rate=rate), procs)
-        if before is not None:
-            step.server_cpu_s, step.server_cpu_resolution_s, _ = server.cpu() - before
+        step, why = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
         steps.append(step)
-        note("{} {}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True))))
+        note("{} {}{}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True)),
+                              "; server CPU not measured: " + why if why else ""))
         if n + 1 < len(rates) and (past_limit(steps) or client_limited(steps)):
             result["stopped_early"], result["client_limited"] = True, client_limited(steps)
             break
@@ -1227,10 +1258,12 @@ class CPU(NamedTuple):
     (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
     process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
     coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
-    (where none did, that term is the same on both sides and adds nothing)."""
+    (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
+    server's own process (the group's leader, the tree's top) while it runs; None where it had ended."""
     seconds: float
     resolution: float
     reaped: tuple = ()
+    root: Optional[tuple] = None
 
     def __sub__(self, before):
         changed = set(self.reaped) ^ set(before.reaped)
@@ -1238,6 +1271,19 @@ class CPU(NamedTuple):
         resolution = max(self.resolution if self.resolution > 1e-9 else 0.0,
                          before.resolution if before.resolution > 1e-9 else 0.0) + ticks
         return CPU(self.seconds - before.seconds, resolution or 1e-9)
+
+    def since(self, before):
+        """The server's CPU from reading before to this one, (CPU, None); or (None, why not) where its own process
+        ended or was replaced meanwhile, or a process counted before ended with its CPU: never a figure below 0."""
+        if not before.root:
+            return None, "its process had ended before the run"
+        if self.root != before.root:  # None: gone, or a zombie
+            return None, "its process {} {} during the run".format(before.root[0], "was replaced" if self.root else
+                                                                   "ended")
+        used = self - before
+        if used.seconds < -used.resolution:
+            return None, "a process of it ended during the run, and its CPU with it"
+        return used._replace(seconds=max(0.0, used.seconds)), None
 
 
 class Process(NamedTuple):
@@ -1249,6 +1295,8 @@ class Process(NamedTuple):
     state: str
     ticks: int
     children_ticks: int
+    started: int = 0  # clock ticks after boot: a pid used again is another process
+    name: str = ""  # its command's name (comm)
 
 
 def processes():
@@ -1264,12 +1312,13 @@ def processes():
     for entry in entries:
         try:
             with open("/proc/{}/stat".format(entry)) as f:
-                # After the name: state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14)
-                fields = f.read().rsplit(")", 1)[1].split()
+                # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
+                name, fields = f.read().rsplit(")", 1)
         except OSError:  # it ended while we looked
             continue
+        fields = fields.split()
         found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
-                             int(fields[13]) + int(fields[14])))
+                             int(fields[13]) + int(fields[14]), int(fields[19]), name.split("(", 1)[1]))
     return found
 
 
@@ -1328,8 +1377,9 @@ def group_cpu(pgid, settle=0.0, tree=False):
             seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
             total, resolution, running = total + seconds, resolution + ticked, running + busy
         if not running or time.monotonic() >= deadline:
+            root = next(((p.pid, p.started) for p in chosen if p.pid == pgid and p.state not in "ZX"), None)
             return CPU(total, resolution + running / tick or 1e-9,
-                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks))
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root)
         time.sleep(0.001)
 
 
@@ -1412,8 +1462,11 @@ def listening_server(port):
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
-    parents = {p.pid: p.ppid for p in processes() or () if p.pid in owners}
-    return min(owners, key=lambda pid: (parents.get(pid) in owners, pid)), None
+    found = {p.pid: p for p in processes() or () if p.pid in owners}
+    pid = min(owners, key=lambda pid: (pid in found and found[pid].ppid in owners, pid))
+    if pid in found and found[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
+        return None, "the socket is Wine's wineserver's (pid {}), not the server's own process".format(pid)
+    return pid, None
 
 
 def children_cpu(pid):
@@ -1428,7 +1481,9 @@ def children_cpu(pid):
 
 class RunningServer:
     """An echo_*.py started on --port 0 -q in a session of its own, so that it and
-    all its children can be measured and stopped together."""
+    all its children can be measured and stopped together. Each is kept in `started`:
+    main() stops those a run left, whatever ended it (a stop signal, an error)."""
+    started = []
 
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
@@ -1439,7 +1494,8 @@ class RunningServer:
                                       *extra],
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
-        self.port, self.failed, self.skipped, self.stderr = None, None, None, None
+        RunningServer.started.append(self)
+        self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
@@ -1480,16 +1536,22 @@ class RunningServer:
     def alive(self):
         return self.proc.poll() is None
 
-    def stop(self):
-        """SIGTERM, then SIGKILL for the whole group; returns what it wrote on stderr."""
+    def terminate(self):
+        """SIGTERM, once: a second would end its stop at once."""
+        if not self.signalled and self.alive():
+            self.proc.send_signal(signal.SIGTERM)
+        self.signalled = True
+
+    def stop(self, patience=5.0):
+        """SIGTERM, then, after patience seconds at most, SIGKILL for the whole group; returns what it wrote on
+        stderr."""
         if self.stderr is not None:
             return self.stderr  # already stopped
-        if self.alive():
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(5)
-            except subprocess.TimeoutExpired:
-                pass
+        self.terminate()
+        try:
+            self.proc.wait(patience)
+        except subprocess.TimeoutExpired:
+            pass
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
@@ -1503,6 +1565,15 @@ class RunningServer:
         self.proc.stdout.close()
         self.err.close()
         return self.stderr
+
+
+def stop_servers(servers, patience=5.0):
+    """Stop servers side by side: SIGTERM to each, then each waited for, patience seconds in all at most."""
+    deadline = time.monotonic() + patience
+    for server in servers:
+        server.terminate()
+    for server in servers:
+        server.stop(max(0.0, deadline - time.monotonic()))
 
 
 def pool_spread(before, after):
@@ -1522,8 +1593,8 @@ def work_seconds(work):
 
 
 def server_entries(args):
-    """[(script, extra flags)] to run: every echo_*.py (or --servers), and the --uvloop
-    variant of those whose --help offers it, when uvloop is installed."""
+    """([(script, extra flags)] to run, [rows uvloop would add]): every echo_*.py (or --servers), and the
+    --uvloop variant of those whose --help offers it, when uvloop is installed (else said at the end)."""
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
@@ -1539,12 +1610,10 @@ def server_entries(args):
         entries = [(script, common) for script in scripts]
     if not scripts:
         die("no echo_*.py beside client.py")
-    on_uvloop = takes_uvloop(scripts)
-    if on_uvloop and importlib.util.find_spec("uvloop"):
-        entries += [(script, common + ("--uvloop",)) for script in on_uvloop]
-    elif on_uvloop:
-        note("uvloop is not installed: the --uvloop rows are left out (pip install uvloop)")
-    return sorted(entries, key=lambda entry: (entry[0].name, entry[1]))
+    uvloop = [(script, common + ("--uvloop",)) for script in takes_uvloop(scripts)]
+    installed = uvloop and importlib.util.find_spec("uvloop")
+    return sorted(entries + (uvloop if installed else []), key=lambda entry: (entry[0].name, entry[1])), [
+        " ".join([script.name, *flags]) for script, flags in ([] if installed else uvloop)]
 
 
 def takes_uvloop(scripts):
@@ -1615,11 +1684,9 @@ def sweep_all(args, entries, skipped):
         if server.skipped:
             skip(skipped, server)
             continue
-        try:
-            result = no_sweep(server.name, server.failed) if server.failed else sweep(
-                "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
-        finally:
-            server.stop()
+        result = no_sweep(server.name, server.failed) if server.failed else sweep(
+            "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
+        server.stop()
         results.append(dict(result, scenario=label, rates=rates, workload=server.load(w)))
     return results
 
@@ -1637,45 +1704,48 @@ def run_all(args, entries, skipped):
             if server.skipped:
                 skip(skipped, server)
         servers = [server for server in servers if not server.skipped]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": s.failed, "worker_cpu": {}} for s in servers}
-        try:
-            # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
-            warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
-                                       seconds=w.seconds and 1.0)
-            plan = [(0, s, warm) for s in servers] + [
-                (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
-            for step, (rep, server, load) in enumerate(plan, 1):
-                row = rows[server.name]
-                if row["failed"]:
-                    continue
-                if not server.alive():
-                    row["failed"] = "exited with status {}".format(server.proc.returncode)
-                    continue
-                before, workers_before = server.cpu(), server.workers_cpu()
-                result = measure("127.0.0.1", server.port, server.load(load), args.procs)
-                after, workers_after = server.cpu(), server.workers_cpu()
-                if before is not None:
-                    result.server_cpu_s, result.server_cpu_resolution_s, _ = after - before
-                spread = pool_spread(workers_before, workers_after)
-                if rep and spread:  # each worker's CPU in this run (not the warm-up)
-                    for pid, used in spread.items():
-                        row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
-                note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors".format(
-                    step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
-                    result.msgs_per_s, result.errors))
-                if result.errors or result.messages != result.expected:
-                    row["failed"] = why_failed(result, load, server.name)
-                    # Stopped now: a server that failed may still be working through what it was
-                    # sent (10,000 threads running --work), and would slow the next server's run.
-                    server.stop()
-                elif rep:
-                    row["runs"].append(result)
-        finally:
-            for server in servers:
+        rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
+        # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
+        warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
+                                   seconds=w.seconds and 1.0)
+        plan = [(0, s, warm) for s in servers] + [
+            (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
+        for step, (rep, server, load) in enumerate(plan, 1):
+            row = rows[server.name]
+            if not row["failed"] and (server.failed or not server.alive()):  # it did not start, or it exited
+                row["failed"] = server.failed or "exited with status {}".format(server.proc.returncode)
+                skip_runs(plan, step - 1, server, label, row["failed"])
+            if row["failed"]:
+                continue
+            workers_before = server.workers_cpu()
+            result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            spread = pool_spread(workers_before, server.workers_cpu())
+            if rep and spread:  # each worker's CPU in this run (not the warm-up)
+                for pid, used in spread.items():
+                    row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
+            note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
+                step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
+                result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
+            if result.errors or result.messages != result.expected:
+                row["failed"] = why_failed(result, load, server.name)
+                # Stopped now: a server that failed may still be working through what it was
+                # sent (10,000 threads running --work), and would slow the next server's run.
                 server.stop()
+                skip_runs(plan, step, server, label, row["failed"])
+            elif rep:
+                row["runs"].append(result)
+        stop_servers(servers)  # those a stop signal or an error leaves, main() stops
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
+
+
+def skip_runs(plan, done, server, label, why):
+    """Say which of server's steps in plan, after the first `done`, are skipped, and why."""
+    left = [str(n) for n, (_, s, _) in enumerate(plan, 1) if s is server and n > done]
+    if left:
+        note("{} {}: step{} {} skipped, as it failed: {}".format(label, server.name, "s" if len(left) > 1 else "",
+                                                                  ", ".join(left), why))
 
 
 def summarize(server, runs, failed, worker_cpu):
@@ -1696,6 +1766,9 @@ def summarize(server, runs, failed, worker_cpu):
         row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
     if row.server_cpu_s is not None:
         per_server_cpu(row)
+        cheap = [r.msgs_per_server_cpu_s for r in runs if r.msgs_per_server_cpu_s]
+        if len(cheap) > 1 and row.msgs_per_server_cpu_s:
+            row.msgs_per_server_cpu_spread = (max(cheap) - min(cheap)) / 2 / row.msgs_per_server_cpu_s
     return row
 
 
@@ -1742,10 +1815,14 @@ def knee_rule_text(rule=KNEE_RULE):
 
 
 def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
-    """The single-server report: the workload, the record's figures line by line, then what they mean (and,
-    in a line, why the server's CPU is not there)."""
+    """The single-server report: the workload, the record's figures line by line (the server's line says why
+    where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
-    print("\n".join(text_lines(r)), file=out)
+    lines = text_lines(r)
+    if cpu_not_measured:  # where the server's line would be: before the client's
+        lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
+            "server", cpu_not_measured))
+    print("\n".join(lines), file=out)
     step = isinstance(r, Step)
     for applies, text in (
             (getattr(r, "connect_s", None) is not None,
@@ -1761,8 +1838,7 @@ def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
-                                         "process below it, from /proc"),
-            (cpu_not_measured, "the server's CPU is not measured: {}".format(cpu_not_measured))):
+                                         "process below it, from /proc")):
         if applies:
             print("{:<10} {}".format("note", text), file=out)
 
@@ -1784,15 +1860,16 @@ def markdown(tables, sweeps=(), skipped=None):
 
 WIDTH = 100  # --all's terminal output fits this many columns; --markdown and --json carry every figure
 # The terminal's columns, short titles for a closed-loop table's first figures.
-TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "server_cpu_s": "CPU s", "server_cpu_resolution_s": "+-",
+TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "msgs_per_server_cpu_spread": "+-", "server_cpu_s": "CPU s",
                     "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
-TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second; CPU s: the server's CPU in a run, +- what it may be "
-                "short by; p99 ms: a message's round trip.")
+TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second, +- half the measured runs' range of it; CPU s: the "
+                "server's CPU in a run; p99 ms: a message's round trip.")
 
 
-def terminal_text(tables, sweeps=(), skipped=None):
+def terminal_text(tables, sweeps=(), skipped=None, without=()):
     """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
-    first figures, the sweeps' knees, the servers skipped. The full tables are markdown()'s."""
+    first figures, the sweeps' knees, the servers skipped, the rows uvloop would add (without). The full tables
+    are markdown()'s."""
     lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
                                                        machine())) + [""]
     for table in tables:
@@ -1828,7 +1905,9 @@ def terminal_text(tables, sweeps=(), skipped=None):
                                                           for line in wrapped("- " + skipped_text(name, why), "  ")]
         lines.append("")
     key = wrapped(TERMINAL_KEY) if tables else []
-    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json."))
+    more = wrapped("With uvloop installed (pip install uvloop), {} more: {}.".format(len(without), ", ".join(
+        without))) if without else []
+    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json.") + more)
 
 
 def wrapped(text, indent=""):
@@ -1942,20 +2021,20 @@ def sweep_markdown(server, sweep):
 
 
 def cpu_model():
-    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too)."""
-    cpu = platform.processor() or platform.machine()
+    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too), else
+    the platform's."""
     try:
         with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
-        pass
-    return cpu
+        return platform.processor() or platform.machine()
 
 
 def machine():
-    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux"."""
+    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
+    Where there is no os.uname (Windows), platform asks WMI, which Wine lacks: Wine ends the process there."""
     return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
-                                                platform.system())
+                                                platform.system() if hasattr(os, "uname") else "Windows")
 
 
 # ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
@@ -2301,11 +2380,9 @@ def parse_args(argv):
     parser = build_parser()
     parser.error = lambda message: die(message, 2)  # a bad argument is one line, not argparse's usage block
     args = parser.parse_args(argv)
-    # Whether a load shape was given (--all runs it as "custom"; without one, DEFAULT_SCENARIO): parsed again
-    # with those defaults replaced by a mark, so that an explicit --clients 50 counts.
-    shadow, unset = build_parser(), object()
-    shadow.set_defaults(**dict.fromkeys(SHAPE_FLAGS, unset))
-    args.shaped = any(getattr(shadow.parse_args(argv), name) is not unset for name in SHAPE_FLAGS)
+    args.shaped = any(getattr(args, name) is not None for name in SHAPE)
+    for name, default in SHAPE.items():
+        setattr(args, name, default if getattr(args, name) is None else getattr(args, name))
     for name in args.scenario or []:
         if name not in PRESETS:
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
@@ -2352,15 +2429,16 @@ def build_parser():
     group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
     group("--tls", action="store_true", help="speak TLS and verify the server (full handshakes)")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
-    group("--clients", type=number(1, 100000), default=50, metavar="N",
-          help="concurrent clients, WORKER_COUNT (default: %(default)s)")
-    group("--connects", type=number(1, 100000), default=5, metavar="C",
-          help="connections per client, ACTION_COUNT (default: %(default)s)")
+    group("--clients", type=number(1, 100000), metavar="N",
+          help="concurrent clients, WORKER_COUNT (default: {clients})".format(**SHAPE))
+    group("--connects", type=number(1, 100000), metavar="C",
+          help="connections per client, ACTION_COUNT (default: {connects})".format(**SHAPE))
     group("--messages", type=number(1, 1000000), metavar="M",
           help="messages per connection, SEND_RECV_COUNT (default: 50)")
-    group("--size", type=number(1, 16 << 20), default=32, metavar="BYTES", help="bytes per message (default: %(default)s)")
+    group("--size", type=number(1, 16 << 20), metavar="BYTES", help="bytes per message (default: {size})".format(
+        **SHAPE))
     group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
-    group("--hold", action="store_true", help="open and hold every connection, then send")
+    group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))
@@ -2405,16 +2483,9 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
-    before = group_cpu(pid, settle=0.1, tree=True) if pid else None
-    result = measure(args.host, args.port, w, args.procs)
+    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
-    if before is not None:
-        result.server_cpu_s, result.server_cpu_resolution_s, _ = group_cpu(pid, settle=0.1, tree=True) - before
-        if isinstance(result, Run):
-            per_server_cpu(result)
-    else:
-        why = why or "its process could not be read"
     if args.json:
         print(to_json(result))
         if why:
@@ -2443,7 +2514,7 @@ def check_tls(sock, args):
 
 def run_every_server(args):
     """--all: start the servers, measure them, and write the results where asked."""
-    entries, skipped = server_entries(args), {}
+    (entries, without), skipped = server_entries(args), {}
     if not args.scenario and not args.shaped and args.rate is None:
         note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
             DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
@@ -2452,7 +2523,7 @@ def run_every_server(args):
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
-    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped))
+    print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped, without))
     if args.markdown:
         Path(args.markdown).write_text(markdown(tables, sweeps, skipped) + "\n")
     if args.svg:
@@ -2460,8 +2531,17 @@ def run_every_server(args):
     return 0
 
 
+def stop_signal(signum, frame):
+    """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise KeyboardInterrupt(signum)
+
+
 def main(argv=None):
     args = parse_args(argv)
+    signal.signal(signal.SIGINT, stop_signal)
+    signal.signal(signal.SIGTERM, stop_signal)
     try:
         if args.all:
             return run_every_server(args)
@@ -2479,9 +2559,13 @@ def main(argv=None):
                 if args.tls:
                     check_tls(probe, args)
         return one_server(args, local)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal to this process alone: what runs is stopped below
         note("interrupted")
-        return 130
+        return 128 + (e.args[0] if e.args else signal.SIGINT)
+    finally:
+        for worker in multiprocessing.active_children():
+            worker.kill()
+        stop_servers(RunningServer.started, patience=0.5)
 
 
 if __name__ == "__main__":

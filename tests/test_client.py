@@ -3,6 +3,7 @@
 import json
 import os
 import selectors
+import signal
 import socket
 import subprocess
 import sys
@@ -12,8 +13,9 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import (CERT, KEY, ROOT, SERVERS, TIMEOUT, UNIX_ONLY, client, client_json, echo_processes,
-                     python_with_client, started_and_stopped, steady, unix_interpreter, wait_until)
+from helpers import (CERT, KEY, PYTHON, ROOT, RUN, SERVERS, TIMEOUT, UNIX_ONLY, WINE, children_of, client, client_json,
+                     echo_processes, group_gone, kill_group, python_with_client, started_and_stopped, steady,
+                     unix_interpreter, wait_until)
 
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
@@ -196,7 +198,7 @@ def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_offer_it(tmp_path, c
             "real = importlib.util.find_spec\n"
             "importlib.util.find_spec = lambda name, *rest: real('json') if name == 'uvloop' else real(name, *rest)\n"
             "print(json.dumps([[script.name, *extra] for script, extra in "
-            "client.server_entries(client.parse_args(['--all']))]))").format(str(tmp_path))
+            "client.server_entries(client.parse_args(['--all']))[0]]))").format(str(tmp_path))
     result = python_with_client(code)
     assert result.returncode == 0, result.stderr
     entries = json.loads(result.stdout)
@@ -252,7 +254,10 @@ class Counting:
                             self.most = max(self.most, self.open)
                     except BlockingIOError:
                         continue  # the queue is empty
-                data = key.fileobj.recv(65536)
+                try:
+                    data = key.fileobj.recv(65536)
+                except ConnectionResetError:  # a client stopped by a signal
+                    data = b""
                 if data:
                     key.fileobj.sendall(data)  # small messages: the kernel takes them at once
                 else:
@@ -602,3 +607,160 @@ def test_help_fits_a_screen():
                             timeout=TIMEOUT, env=dict(os.environ, COLUMNS="80"))
     assert result.returncode == 0 and len(result.stdout.splitlines()) <= 60, result.stdout
     assert "CLIENT.md" in result.stdout
+
+
+# ---- a stop signal to client.py alone (kill PID; Ctrl-C reaches its whole group)
+
+def stopped(signum, args, under_way):
+    """client.py args, in a session of its own; once under_way(pid) says it runs, signum to its pid alone.
+    (seconds from the signal to its exit, its CompletedProcess, whether its group was empty once it had exited);
+    whatever is left of its group is killed."""
+    proc = subprocess.Popen([*PYTHON, str(ROOT / "client.py"), *args], stdin=subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                            env=dict(os.environ, ECHO_TESTS_RUN=RUN))
+    try:
+        assert wait_until(lambda: under_way(proc.pid), timeout=TIMEOUT * 3), "client.py never got under way"
+        signalled = time.monotonic()
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=TIMEOUT)
+        took = time.monotonic() - signalled
+        return took, subprocess.CompletedProcess(proc.args, proc.returncode, out, err), group_gone(proc.pid, 0.5)
+    finally:
+        kill_group(proc.pid)
+        proc.communicate()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_client_ends_its_run_within_a_second(counting_server, signum):
+    """Its worker processes stop with it: none left running, none orphaned (its process group is empty)."""
+    server = counting_server(backlog=128)
+    took, result, emptied = stopped(signum, ["--port", str(server.port), "--clients", "4", "--connects", "1",
+                                             "--seconds", "60", "--procs", "2"],
+                                    lambda pid: server.accepted >= 4 and len(children_of(pid)) == 2)
+    assert result.returncode == 128 + signum, result
+    assert "interrupted" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert took < 1.5, took
+    assert emptied, "its worker processes outlived it"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
+    """--all: the servers it started are stopped too (and its workers)."""
+    before = echo_processes()
+    took, result, emptied = stopped(signum, ["--all", "--servers", "select,epoll", "--clients", "4", "--connects",
+                                             "1", "--seconds", "20", "--repeat", "1", "--procs", "2"],
+                                    lambda pid: len(children_of(pid)) == 4)  # its two servers, two workers
+    assert result.returncode == 128 + signum, result
+    assert "interrupted" in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert took < 1.5, took
+    assert emptied, "its worker processes outlived it"
+    assert not echo_processes() - before, "a server it started outlived it"
+
+
+# A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
+# answers --help, as --all asks.
+CLOSING = """import argparse, socket
+parser = argparse.ArgumentParser()
+for flag in ("--port", "--work"):
+    parser.add_argument(flag)
+parser.add_argument("-q", action="store_true")
+parser.parse_args()
+listener = socket.create_server(("127.0.0.1", 0))
+print("Server Run Port:{}".format(listener.getsockname()[1]), flush=True)
+while True:
+    with listener.accept()[0] as conn:
+        conn.recv(65536)
+"""
+
+
+@pytest.mark.slow
+def test_all_says_which_runs_of_a_failed_server_it_skips_and_why(tmp_path):
+    """Its progress counts every step: the steps of a server that failed are said to be skipped, with the reason."""
+    (tmp_path / "echo_closing.py").write_text(CLOSING)
+    (tmp_path / "echo_simple.py").write_text((ROOT / "echo_simple.py").read_text())
+    code = ("client.HERE = client.Path({!r})\n"
+            "client.main(['--all', '--clients', '2', '--connects', '1', '--messages', '2', '--repeat', '2', "
+            "'--procs', '1', '--json'])").format(str(tmp_path))
+    result = python_with_client(code, timeout=TIMEOUT * 6)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    rows = {row["server"]: row for row in json.loads(result.stdout)["tables"][0]["rows"]}
+    failed = rows["echo_closing.py"]["failed"]
+    assert failed.startswith("0 of 2 messages echoed") and not rows["echo_simple.py"]["failed"], rows
+    progress = [line for line in result.stderr.splitlines() if line.startswith("client.py: [")]
+    assert [line.split("]")[0] for line in progress] == ["client.py: [1/6", "client.py: [2/6", "client.py: [4/6",
+                                                          "client.py: [6/6"], progress
+    said = [line for line in result.stderr.splitlines() if "skipped" in line]
+    assert said == ["client.py: custom echo_closing.py: steps 3, 5 skipped, as it failed: " + failed], said
+
+
+def test_the_terminal_tables_plus_minus_is_the_spread_of_the_measured_runs(client_module):
+    """+- beside messages per server CPU-second is half the measured runs' range of it, in % of the row's figure
+    (not the CPU's resolution); with one run there is no spread to show."""
+    c = client_module
+    runs = [c.Run(messages=1000, server_cpu_s=cpu, client_cpu_s=0.1, msgs_per_s=5000.0) for cpu in (0.01, 0.0125,
+                                                                                                     0.008)]
+    for run in runs:
+        c.per_server_cpu(run)
+    row = c.summarize("echo_x.py", runs, None, {})
+    assert row.msgs_per_server_cpu_s == pytest.approx(100000) and row.server_cpu_s == 0.01
+    assert row.msgs_per_server_cpu_spread == pytest.approx((125000 - 80000) / 2 / 100000)
+    assert c.summarize("echo_x.py", runs[:1], None, {}).msgs_per_server_cpu_spread is None
+    text = c.terminal_text([all_table(c, [row])])
+    head = next(line for line in text.splitlines() if line.startswith("rank"))
+    assert head.split()[2:4] == ["msgs/CPU-s", "+-"] and "1 ns" not in text, text
+    assert "22%" in next(line for line in text.splitlines() if "echo_x.py" in line), text
+    assert "half the measured runs' range" in " ".join(text.split())
+
+
+def test_the_uvloop_rows_are_an_option_said_at_the_end(client_module):
+    """Without uvloop, --all says nothing of it at the start; its table ends with the rows uvloop would add."""
+    result = python_with_client("import importlib.util, json\n"
+                                "importlib.util.find_spec = lambda name, *rest: None\n"
+                                "print(json.dumps(client.server_entries(client.parse_args(['--all']))[1]))")
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    offered = sorted(name + " --uvloop" for name in SERVERS if offers_uvloop(ROOT / name))
+    assert sorted(json.loads(result.stdout)) == offered
+    text = client_module.terminal_text([all_table(client_module, [])], without=offered)
+    assert " ".join(text.split()).endswith("With uvloop installed (pip install uvloop), {} more: {}.".format(
+        len(offered), ", ".join(offered)))
+
+
+def test_the_machine_is_named_without_wmi_where_there_is_no_uname(client_module):
+    """Windows' platform.system() asks WMI, which Wine lacks: Wine ends the process there (issue 42 saw exit status
+    0), and --all's table was never printed. Where there is no os.uname, client.py does not ask (faked here)."""
+    result = python_with_client("import os, platform\ndel os.uname\n"
+                                "platform.system = platform.uname = lambda *args: os._exit(0)\n"
+                                "print(client.machine())")
+    assert result.returncode == 0 and result.stdout.endswith(", Windows\n"), result
+
+
+@pytest.mark.windows
+@pytest.mark.slow
+@pytest.mark.skipif(not WINE, reason="under Wine: its wineserver holds the sockets of the Windows programs it runs")
+def test_a_linux_client_against_a_server_under_wine_never_reports_wineservers_cpu(start_server):
+    """The process that holds the socket a Windows server listens on is wineserver64, not the server: client.py on
+    Linux's Python says in the server line that it cannot tell the server's CPU (it reported wineserver64's)."""
+    port = start_server("echo_selectors.py", "-q").port
+    result = subprocess.run([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--clients", "2",
+                             "--connects", "1", "--messages", "5"], capture_output=True, text=True, timeout=TIMEOUT * 6)
+    assert result.returncode == 0, result
+    server = [line for line in result.stdout.splitlines() if line.startswith("server ")]
+    assert len(server) == 1 and server[0].startswith("server     CPU not measured: the socket is Wine's wineserver's"), \
+        result.stdout
+
+
+@pytest.mark.slow
+def test_a_worker_that_could_not_be_started_is_started_again(echo_server):
+    """Wine once failed to spawn a worker (WinError 1359, from multiprocessing's popen_spawn_win32): client.py
+    tries again, in a line on stderr, and the run goes on (the first start made to fail here)."""
+    fail_once = ("import multiprocessing.process\nstart = multiprocessing.process.BaseProcess.start\nfailed = []\n"
+                 "def fail_once(self):\n    if not failed:\n        failed.append(self)\n"
+                 "        raise OSError(22, 'An internal error occurred')\n    return start(self)\n"
+                 "multiprocessing.process.BaseProcess.start = fail_once")
+    figures, err = client_json("--port", str(echo_server()), *WORKLOAD, prelude=fail_once)
+    assert figures["messages"] == 3 * 2 * 7 and figures["errors"] == 0
+    assert err.count("a worker process did not start ([Errno 22] An internal error occurred): trying again") == 1, err

@@ -5,6 +5,7 @@ figure counts its workers; a pool's spread is seen from outside; two --work valu
 CPU a message are told apart."""
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -235,17 +236,109 @@ def test_a_single_server_run_reports_the_servers_cpu(start_server):
 @pytest.mark.slow
 def test_a_single_server_run_says_why_it_has_no_server_cpu(echo_server):
     """Where the listening process cannot be read (another user's: faked here by /proc/*/fd refusing), the
-    report says so in a line, and the run goes on."""
+    report's server line says so, and the run goes on."""
     from helpers import client
     port = str(echo_server())
     refused = ("import os\ndef readlink(path, *a, **k):\n    raise PermissionError(13, 'denied', path)\n"
                "os.readlink = readlink")
     result = client("--port", port, "--clients", "1", "--connects", "1", "--messages", "3", prelude=refused)
     assert result.returncode == 0, result.stderr
-    lines = [line for line in result.stdout.splitlines() if "server's CPU is not measured" in line]
-    assert len(lines) == 1 and "another user's" in lines[0], result.stdout
-    assert not any(line.startswith("server ") for line in result.stdout.splitlines())
+    lines = [line for line in result.stdout.splitlines() if line.startswith("server ")]
+    assert len(lines) == 1 and lines[0].startswith("server     CPU not measured: ") and "another user's" in lines[0], \
+        result.stdout
     result = client("--port", port, "--clients", "1", "--connects", "1", "--messages", "3")
     # Found this time: the test's own process, less the client's (its figure may round to nothing: the
     # threads ended before count in ticks).
-    assert result.returncode == 0 and "server's CPU is not measured" not in result.stdout, result.stdout
+    assert result.returncode == 0 and "CPU not measured" not in result.stdout, result.stdout
+
+
+# An echo server, a thread per connection, that ends once it has echoed `last` messages: its process is gone
+# mid-run. Its first line says its port and pid. Named `name` (/proc/PID/comm) where asked: "wineserver64", the
+# name of the process that holds the sockets of every program Wine runs.
+ENDING = r"""
+import os, socket, sys, threading
+last = int(sys.argv[1])
+if len(sys.argv) > 2:
+    with open("/proc/self/comm", "w") as f:
+        f.write(sys.argv[2])
+listener = socket.create_server(("127.0.0.1", 0))
+print(listener.getsockname()[1], os.getpid(), flush=True)
+echoed, lock = 0, threading.Lock()
+
+def serve(conn):
+    global echoed
+    while True:
+        data = conn.recv(65536)
+        if not data:
+            return conn.close()
+        conn.sendall(data)
+        with lock:
+            echoed += 1
+            if echoed == last:
+                os._exit(0)
+
+while True:
+    threading.Thread(target=serve, args=(listener.accept()[0],), daemon=True).start()
+"""
+# Its parent: a shell that waits for it (reaped: its /proc entry goes), or one that never does (a zombie).
+PARENT = r"""
+import subprocess, sys, time
+server = subprocess.Popen([sys.executable, *sys.argv[2:]])
+if sys.argv[1] == "reaped":
+    server.wait()
+time.sleep(60)
+"""
+
+
+@pytest.fixture
+def ending_server(tmp_path):
+    """start(parent, *args) -> (port, pid) of ENDING run with args by PARENT ("reaped" or "unreaped"); each killed
+    with its group at the end."""
+    (tmp_path / "server.py").write_text(ENDING)
+    (tmp_path / "parent.py").write_text(PARENT)
+
+    def make(parent, *args):
+        return subprocess.Popen([sys.executable, str(tmp_path / "parent.py"), parent, str(tmp_path / "server.py"),
+                                 *args], stdout=subprocess.PIPE, text=True, start_new_session=True)
+
+    def port_and_pid(proc):
+        assert select.select([proc.stdout], [], [], TIMEOUT)[0], "no port line"
+        return tuple(int(word) for word in proc.stdout.readline().split())
+
+    def stop(proc):
+        kill_group(proc.pid)
+        proc.wait(TIMEOUT)
+        proc.stdout.close()
+
+    yield from started_and_stopped(make, stop, ready=port_and_pid)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parent", ["reaped", "unreaped"])
+def test_a_server_that_ends_mid_run_has_no_cpu_figure(ending_server, parent):
+    """Its process ended under the run (reaped by its parent, or left a zombie): the CPU after cannot be compared
+    with the CPU before (a reaped process's is gone: the figure came out negative). The server line says why in
+    one line; the run fails (its connections refused), and no figure is made up."""
+    needs_proc()
+    port, pid = ending_server(parent, "60")
+    shape = ["--port", str(port), "--clients", "2", "--connects", "50", "--messages", "3", "--procs", "1"]
+    result = client(*shape)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result
+    server = [line for line in result.stdout.splitlines() if line.startswith("server ")]
+    assert server == ["server     CPU not measured: its process {} ended during the run".format(pid)], result.stdout
+    assert "refused" in result.stdout and "CPU -" not in result.stdout
+
+
+@pytest.mark.slow
+def test_a_socket_held_by_wines_server_is_not_the_servers_cpu(ending_server):
+    """Under Wine, the listening socket of a Windows program is held by wineserver64, which serves every program
+    Wine runs (faked here by its name): its CPU is not the server's, and the server line says so."""
+    needs_proc()
+    port, pid = ending_server("reaped", "1000000", "wineserver64")
+    result = client("--port", str(port), "--clients", "2", "--connects", "1", "--messages", "3", "--procs", "1")
+    assert result.returncode == 0, result
+    server = [line for line in result.stdout.splitlines() if line.startswith("server ")]
+    assert server == ["server     CPU not measured: the socket is Wine's wineserver's (pid {}), not the server's own "
+                      "process".format(pid)], result.stdout
+    figures, err = client_json("--port", str(port), "--clients", "1", "--connects", "1", "--messages", "1")
+    assert "server_cpu_s" not in figures and "server CPU not measured: the socket is Wine's" in err, err
