@@ -100,13 +100,10 @@ def sweeps_markdown(sweeps):
 
 # ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
 
-# Distinct on a white page, in an order where neighbours differ most.
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22", "#1a1a80", "#b8860b", "#7a0019", "#000000", "#00a087", "#e7298a")
-P50_MOST = 6  # more servers than this, and the dashed p50 lines would hide the p99 ones
-LEFT, PLOT_W, PLOT_H, PANEL_GAP, TOP = 70, 470, 180, 78, 56
-LEGEND_X = LEFT + PLOT_W + 30
 BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
+# The sweeps' small multiples: a row per server, a column per figure, every panel this size.
+CELL_W, CELL_H, CELL_GAP, ROW_GAP, GRID_TOP = 220, 56, 62, 16, 126
+LINE, KNEE = "#1f5fa8", "#d9480f"  # a server's lines; its knee
 
 
 def chart(tables, sweeps):
@@ -150,21 +147,22 @@ class Scale:
         return [(t, tick_text(t)) for t in values]
 
 
-def y_axis(x, y, count=5):
-    """Horizontal grid lines across the plot, labelled on its left."""
-    return [part for value, label in y.ticks(count) for part in (
+def y_axis(x, y, count=5, ticks=None, size=12):
+    """Horizontal grid lines across the plot, labelled on its left (ticks: [(value, label)], else y's own)."""
+    return [part for value, label in (ticks or y.ticks(count)) for part in (
         '<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(x.start, x.start + x.length,
                                                                                       y(value)),
-        svg_text(x.start - 6, y(value) + 4, label, text_anchor="end", fill="#444"))]
+        svg_text(x.start - 6, y(value) + size / 3, label, text_anchor="end", fill="#444", font_size=size))]
 
 
-def x_axis(x, bottom, label=None, count=8):
-    """Ticks and their labels under the plot, then what the axis measures."""
+def x_axis(x, bottom, label=None, count=8, above=False):
+    """Ticks and their labels under the plot (above it: above=True), then what the axis measures."""
+    way = -1 if above else 1
     parts = [part for value, text in x.ticks(count) for part in (
-        '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4),
-        svg_text(x(value), bottom + 17, text, text_anchor="middle", fill="#444"))]
-    return parts + ([svg_text(x.start + x.length / 2, bottom + 33, label, text_anchor="middle", fill="#444")]
-                    if label else [])
+        '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4 * way),
+        svg_text(x(value), bottom + (17 if way > 0 else -8), text, text_anchor="middle", fill="#444"))]
+    return parts + ([svg_text(x.start + x.length / 2, bottom + 33 * way + (0 if way > 0 else 8), label,
+                              text_anchor="middle", fill="#444")] if label else [])
 
 
 def nice_step(span, count):
@@ -188,14 +186,18 @@ def bars_svg(tables):
     CPU-second, the figure to read first (messages/s where the server's CPU was not measured), or, where
     the servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
     left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
-    parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
+    # One scenario: its workload is the title (the heading less its ranking, which the bars' label says).
+    title = "Closed loop: each scenario on its own scale" if len(tables) > 1 else \
+        "Closed loop, " + client.table_heading(tables[0]).rsplit("; ", 1)[0]
+    parts = [svg_text(10, 20, title, font_size=14, font_weight="bold")]
     y = 40
     for table in tables:
-        key, label, spec = ("echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s") if (
+        key, label, unit, spec = ("echo_phase_s", "echo phase (shorter is faster)", "seconds", "{:,.2f} s") if (
             table["server_work"] and table["workload"].hold) else (
             "msgs_per_server_cpu_s", "messages per server CPU-second (median of the measured runs; longer is "
-            "cheaper)", "{:,.0f}") if all(r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
-            "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}")
+            "cheaper)", "messages per server CPU-second", "{:,.0f}") if all(
+            r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
+            "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "messages/s", "{:,.0f}")
         x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
         parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
         y += 22
@@ -210,62 +212,75 @@ def bars_svg(tables):
                 parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR),
                           svg_text(left + length + 4, y + 12, spec.format(getattr(r, key)))]
             y += BAR + BAR_GAP
-        parts += x_axis(x, y, count=5)
-        y += 30
+        parts += x_axis(x, y, unit, count=5)
+        y += 48
     return left + BAR_W + 120, y, parts
 
 
 def sweep_svg(sweeps):
-    """Three graphs stacked against the offered rate: reply rate, response time (p99,
-    and p50 dashed when few servers), errors. One line per server, one legend."""
+    """Small multiples against the offered rate: a row per server (the highest knee first), its reply rate,
+    its response time (p99, p50 dashed) and its errors, every column on one scale, every row on one x axis."""
     points = [step for sweep in sweeps for step in sweep["steps"]]
     offered = [step.offered_rate for step in points] or [0, 1]
     x_low, x_high = min(offered), max(offered)
     if x_low == x_high:  # one step: give it some room
         x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
-    x = Scale(x_low, x_high, LEFT, PLOT_W)
-    with_p50 = sum(1 for sweep in sweeps if sweep["steps"]) <= P50_MOST
-    # Past the last colour, the lines are dashed: no two servers look alike.
-    colours = [(COLOURS[i % len(COLOURS)], ' stroke-dasharray="6,3"' if i >= len(COLOURS) else "")
-               for i in range(len(sweeps))]
-    parts = [svg_text(LEFT, 24, "Open loop: each server against the offered connection rate", font_size=15,
-                      font_weight="bold")]
-    for n, (title, y_range, log, figures) in enumerate(sweep_panels(points, x_high, with_p50)):
-        top = TOP + n * (PLOT_H + PANEL_GAP)
-        y = Scale(*y_range, top + PLOT_H, -PLOT_H, log=log)
-        parts += [svg_text(LEFT, top - 10, title, font_weight="bold"), *y_axis(x, y),
-                  *x_axis(x, top + PLOT_H, "offered rate (connections/s)"),
-                  '<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>'.format(
-                      LEFT, top, PLOT_W, PLOT_H)]
-        if n == 0:  # where a server that keeps up lies: replies = offered
-            parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
-                         'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
-        if n == 2 and not any(step.errors for step in points):
-            parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
-                                  fill="#444"))
-        for sweep, (colour, dashes) in zip(sweeps, colours):
-            for k, (figure, style) in enumerate(figures):
-                parts += server_line(sweep, figure, x, y, colour, style or dashes, k == 0)
-            knee_step = [s for s in sweep["steps"] if s.offered_rate == sweep["knee"]]
-            if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
-                parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'
-                             .format(x(sweep["knee"]), y(knee_step[0].reply_rate), colour))
-    # The legend: a title, then per server its line (none if it had no step), its name and its knee.
-    parts.append(svg_text(LEGEND_X, TOP - 10, "servers (ringed: the knee)", font_weight="bold"))
-    for i, (sweep, (colour, dashes)) in enumerate(zip(sweeps, colours)):
-        row = TOP + 8 + 18 * i
-        if sweep["steps"]:
-            parts.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
-                LEGEND_X, LEGEND_X + 22, row - 4, colour, dashes))
+    columns = sweep_panels(points, x_high)
+    names = 12 + 7 * max(len(s["server"]) for s in sweeps)  # bold names, right-aligned before the first panel
+    xs = [Scale(x_low, x_high, names + CELL_GAP + n * (CELL_W + CELL_GAP), CELL_W) for n in range(len(columns))]
+    parts = [svg_text(10, 22, "Open loop: each server against the offered connection rate", font_size=15,
+                      font_weight="bold"),
+             svg_text(10, 42, "A row per server, the highest knee first; the panels of a column share their scales. "
+                              "Ringed, with a dotted upright line: the knee,", fill="#444"),
+             svg_text(10, 58, knee_rule_text_short(), fill="#444")]
+    for x, (title, note, _, _, _) in zip(xs, columns):
+        parts += [svg_text(x.start, GRID_TOP - 50, title, font_weight="bold"),
+                  svg_text(x.start, GRID_TOP - 36, note, fill="#444", font_size=11),
+                  *x_axis(x, GRID_TOP, count=4, above=True)]
+    ranked = [s for _, s, _ in client.ranked_knees(sweeps)]
+    for row, sweep in enumerate(ranked):
+        top = GRID_TOP + row * (CELL_H + ROW_GAP)
         said = "failed" if sweep["failed"] and not sweep["steps"] else "no knee" if sweep["knee"] is None else \
             "knee " + client.knee_text(sweep, "/s")
-        parts.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
-            LEGEND_X + 28, row, html.escape(sweep["server"]), html.escape(said)))
-    return LEGEND_X + 360, TOP + 3 * (PLOT_H + PANEL_GAP), parts
+        parts += [svg_text(names, top + CELL_H / 2 - 2, sweep["server"], text_anchor="end", font_weight="bold"),
+                  svg_text(names, top + CELL_H / 2 + 13, said, text_anchor="end", fill="#555")]
+        knee_step = next((s for s in sweep["steps"] if s.offered_rate == sweep["knee"]), None)
+        for n, (x, (_, _, y_range, log, figures)) in enumerate(zip(xs, columns)):
+            y = Scale(*y_range, top + CELL_H, -CELL_H, log=log)
+            ticks = [(v, label) for v, label in y.ticks(3)]
+            if log and len(ticks) > 3:  # a label every other decade; a grid line at each
+                ticks = [(v, label if i % 2 == (len(ticks) - 1) % 2 else "") for i, (v, label) in enumerate(ticks)]
+            parts += [*y_axis(x, y, ticks=ticks, size=10),
+                      '<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
+                          x.start, top, CELL_W, CELL_H)]
+            if n == 0:  # where a server that keeps up lies: replies = offered
+                parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#aaa" '
+                             'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(min(x_high,
+                                                                                                   y_range[1]))))
+            if knee_step:
+                parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}" stroke-width="1.2" '
+                             'stroke-dasharray="2,2"/>'.format(x(sweep["knee"]), top, top + CELL_H, KNEE))
+            for k, (figure, style) in enumerate(figures):
+                parts += server_line(sweep, figure, x, y, LINE, style, k == 0)
+            if n == 0 and knee_step:  # the knee, ringed on the reply rate
+                parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="none" stroke="{}" stroke-width="2"/>'
+                             .format(x(sweep["knee"]), y(knee_step.reply_rate), KNEE))
+            if not sweep["steps"]:
+                parts.append(svg_text(x.start + CELL_W / 2, top + CELL_H / 2 + 4, "no step", text_anchor="middle",
+                                      fill="#a00"))
+    bottom = GRID_TOP + len(ranked) * (CELL_H + ROW_GAP) - ROW_GAP
+    for x in xs:
+        parts += x_axis(x, bottom, "offered rate (connections/s)", count=4)
+    return xs[-1].start + CELL_W + 20, bottom + 48, parts
 
 
-def sweep_panels(points, x_high, with_p50):
-    """[(title, (low, high), log scale?, [(figure of a step, line style), ...])] for the three graphs."""
+def knee_rule_text_short():
+    """client.py's knee rule, said after "the knee," (its own words begin "the knee is")."""
+    return client.knee_rule_text().replace("the knee is ", "", 1) + "."
+
+
+def sweep_panels(points, x_high):
+    """[(title, note, (low, high), log scale?, [(figure of a step, line style), ...])] for the three columns."""
     # Reply rate: from 0, up to the higher of what was offered and what came back.
     reply_top = nice_ceiling(max([step.reply_rate for step in points] + [x_high]))
     # Response time: log scale, whole decades, since milliseconds under the knee and
@@ -274,13 +289,15 @@ def sweep_panels(points, x_high, with_p50):
     low_decade = math.floor(math.log10(max(min(times), 0.01))) if times else -1
     high_decade = max(low_decade + 2, math.ceil(math.log10(max(times))) if times else 2)
     error_top = min(100.0, nice_ceiling(max([client.error_share(step) for step in points] + [1.0])))
-    p50 = [(lambda s: s.p50_ms, ' stroke-dasharray="5,4" stroke-opacity="0.7"')] if with_p50 else []
+    errors = any(step.errors for step in points)
     return [
-        ("Reply rate (connections/s completed; dotted: replies = offered)", (0, reply_top), False,
+        ("Reply rate, connections/s", "completed a second; dotted: replies = offered", (0, reply_top), False,
          [(lambda s: s.reply_rate, "")]),
-        ("Response time, ms from the scheduled start (log scale): p99 solid" + (", p50 dashed" if with_p50 else ""),
-         (low_decade, high_decade), True, [(lambda s: s.p99_ms, "")] + p50),
-        ("Errors (% of the connections attempted)", (0, error_top), False, [(client.error_share, "")]),
+        ("Response time, ms (log scale)", "from the scheduled start: p99 solid, p50 dashed",
+         (low_decade, high_decade), True,
+         [(lambda s: s.p99_ms, ""), (lambda s: s.p50_ms, ' stroke-dasharray="4,3" stroke-opacity="0.8"')]),
+        ("Errors, %", "of the connections attempted" + ("" if errors else ": none at any step"), (0, error_top), False,
+         [(client.error_share, "")]),
     ]
 
 
@@ -296,10 +313,10 @@ def server_line(sweep, figure, x, y, colour, style, dots):
             run.append((x(step.offered_rate), y(v)))
     parts = []
     for run in filter(None, runs + [run]):
-        parts.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
+        parts.append('<polyline fill="none" stroke="{}" stroke-width="1.6"{} points="{}"/>'.format(
             colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
         if dots:
-            parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour) for px, py in run]
+            parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="1.8" fill="{}"/>'.format(px, py, colour) for px, py in run]
     return parts
 
 
