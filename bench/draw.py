@@ -16,6 +16,7 @@ import html
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 from common import client
@@ -155,10 +156,13 @@ def y_axis(x, y, count=5, ticks=None, size=12):
         svg_text(x.start - 6, y(value) + size / 3, label, text_anchor="end", fill="#444", font_size=size))]
 
 
-def x_axis(x, bottom, label=None, count=8, above=False):
-    """Ticks and their labels under the plot (above it: above=True), then what the axis measures."""
+def x_axis(x, bottom, label=None, count=8, above=False, unit=""):
+    """Ticks and their labels under the plot (above it: above=True), then what the axis measures (or its unit
+    after the last tick's label)."""
     way = -1 if above else 1
-    parts = [part for value, text in x.ticks(count) for part in (
+    ticks = x.ticks(count)
+    ticks[-1:] = [(value, text + unit) for value, text in ticks[-1:]]
+    parts = [part for value, text in ticks for part in (
         '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4 * way),
         svg_text(x(value), bottom + (17 if way > 0 else -8), text, text_anchor="middle", fill="#444"))]
     return parts + ([svg_text(x.start + x.length / 2, bottom + 33 * way + (0 if way > 0 else 8), label,
@@ -318,6 +322,190 @@ def server_line(sweep, figure, x, y, colour, style, dots):
         if dots:
             parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="1.8" fill="{}"/>'.format(px, py, colour) for px, py in run]
     return parts
+
+
+# ---- timelines: who is served when, from client.py --trace's files (bench/timelines.py keeps them)
+
+WAIT, SERVED, ECHO, STALLED, STALL_SERVED = "#c8c8c8", "#a9c8ea", "#173f73", "#d9480f", "#f6c3a8"
+PANEL_W, PANEL_GAP_X, PANEL_GAP_Y, PANEL_LEFT = 300, 46, 78, 30
+
+
+def read_trace(path):
+    """A client.py --trace file: (its run line, its connection lines). Lines another program wrote on the same
+    clock (bench/timelines.py's stalled client) are connection lines with "worker": null and a "who"."""
+    lines = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines or lines[0].get("trace") != 1:
+        raise ValueError("{} is not a client.py --trace file (its first line is not the run's)".format(path))
+    return lines[0], lines[1:]
+
+
+def echoes(connection):
+    """When each of a connection's echoes was complete, in order (those that never came left out)."""
+    return [echoed for _, echoed in connection["messages"] if echoed is not None]
+
+
+def served(connection):
+    """(first echo, last echo): the span in which the server was serving this connection, or None if no echo
+    came back. Before it, from connect() on, the connection waited."""
+    done = echoes(connection)
+    return (done[0], done[-1]) if done else None
+
+
+def longest_gap(connections, start, end):
+    """The longest wait between two echoes of the same connection (or from its connect() to its first) that
+    overlaps [start, end], over connections: what the others waited while one stalled."""
+    gaps = [b - a for c in connections for a, b in zip([c["connect"][0]] + echoes(c), echoes(c))
+            if b > start and a < end]
+    return max(gaps, default=None)
+
+
+def timeline_rows(connections):
+    """The rows of a panel: the connections in the order each was first served (then by connect() start),
+    the stalled client's last."""
+    return sorted(connections, key=lambda c: (c.get("who") is not None, (served(c) or (math.inf,))[0],
+                                              c["connect"][0]))
+
+
+def timelines_svg(title, panels, caption, columns=3, row_h=8):
+    """Small multiples of timelines: [(label, note, connections)] as panels, a row per connection, one time
+    axis (seconds from each run's start) shared by every panel; caption: paragraphs said under the title."""
+    end = max([c["end"] for _, _, cs in panels for c in cs if c.get("end") is not None] + [1e-3])
+    most = max([len(cs) for _, _, cs in panels] + [1])
+    plot_h = most * row_h
+    width = PANEL_LEFT + columns * PANEL_W + (columns - 1) * PANEL_GAP_X + 20
+    parts = [svg_text(10, 24, title, font_size=15, font_weight="bold")]
+    y = 46
+    for paragraph in caption:
+        for line in wrapped(paragraph, (width - 20) / 6.3):
+            parts.append(svg_text(10, y, line, fill="#333"))
+            y += 16
+        y += 4
+    key, y = legend(10, y + 8, width - 20, any(c.get("stall") for _, _, cs in panels for c in cs))
+    parts += key
+    top = y + 46
+    x = None
+    for n, (label, note, connections) in enumerate(panels):
+        left = PANEL_LEFT + (n % columns) * (PANEL_W + PANEL_GAP_X)
+        ptop = top + (n // columns) * (plot_h + PANEL_GAP_Y)
+        x = Scale(0, nice_ceiling(end), left, PANEL_W)
+        parts += ['<g class="panel" data-server="{}">'.format(html.escape(label)),
+                  svg_text(left, ptop - 21, label, font_weight="bold"),
+                  svg_text(left, ptop - 6, note, fill="#444", font_size=11)]
+        for value, _ in x.ticks(5):
+            parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#eee"/>'.format(
+                x(value), ptop, ptop + plot_h))
+        for row, c in enumerate(timeline_rows(connections)):
+            parts += timeline_row(c, x, ptop + row * row_h, row_h)
+        for stalled in (c for c in connections if c.get("stall")):  # over the rows: who was served meanwhile
+            a, b = stalled["stall"]
+            parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}" fill-opacity="0.22" '
+                         'stroke="{}" stroke-dasharray="3,2"/>'.format(x(a), ptop, max(1.0, x(b) - x(a)), plot_h,
+                                                                       STALLED, STALLED))
+        parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
+            left, ptop, PANEL_W, plot_h), *x_axis(x, ptop + plot_h, count=5, unit=" s"), "</g>"]
+    bottom = top + ((len(panels) + columns - 1) // columns) * (plot_h + PANEL_GAP_Y) - PANEL_GAP_Y + 24
+    parts.append(svg_text(width / 2, bottom + 14, "seconds from the run's start: the same axis in every panel",
+                          text_anchor="middle", fill="#444"))
+    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+                      'font-family="sans-serif" font-size="12">'.format(width, bottom + 28),
+                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
+
+
+def timeline_row(c, x, top, row_h):
+    """One connection: waiting (connect() to the first echo) grey and thin, served (first to last echo) blue,
+    a tick at each echo; the stalled client's in its own colour, its sends as hollow ticks; a failure in red."""
+    first = c["connect"][0]
+    span = served(c)
+    until = span[0] if span else c.get("end") or first
+    colour = STALLED if c.get("who") else ECHO
+    parts = ['<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"/>'.format(
+        x(first), top + row_h / 2 - 1.5, max(0.5, x(until) - x(first)), 3, WAIT)]
+    if span:
+        parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>'.format(
+            x(span[0]), top + 1, max(1.0, x(span[1]) - x(span[0])), row_h - 2, SERVED if not c.get("who")
+            else STALL_SERVED))
+    ticks = " ".join("M{:.1f} {:.1f}v{}".format(x(t), top + 1, row_h - 2) for t in echoes(c))
+    if ticks:
+        parts.append('<path d="{}" stroke="{}" stroke-width="1"/>'.format(ticks, colour))
+    if c.get("who"):  # when each of its sends began: the kernel took some, then its sender blocked
+        parts += ['<path d="{}" stroke="{}" stroke-width="1" fill="none"/>'.format(" ".join(
+            "M{:.1f} {:.1f}h2v{}h-2z".format(x(sent), top + 1, row_h - 2) for sent, _ in c["messages"]), STALLED)]
+    if c.get("how") not in (None, "eof"):
+        parts.append(svg_text(x(c.get("end") or until) + 3, top + row_h - 1, c["how"], fill="#c00", font_size=9))
+    return parts
+
+
+def legend(left, y, width, stall):
+    """The key to a row, above the panels, in as many lines as width needs: (its parts, the last line's y)."""
+    keys = [(lambda at, y: '<rect x="{}" y="{}" width="22" height="3" fill="{}"/>'.format(at, y - 5, WAIT),
+             "waiting: from connect() to the first echo"),
+            (lambda at, y: '<rect x="{}" y="{}" width="22" height="6" fill="{}"/>'.format(at, y - 7, SERVED),
+             "served: from the first echo to the last"),
+            (lambda at, y: '<path d="M{} {}v8" stroke="{}"/>'.format(at + 11, y - 8, ECHO), "an echo")]
+    if stall:
+        keys += [(lambda at, y: '<rect x="{}" y="{}" width="22" height="9" fill="{}" fill-opacity="0.22" stroke="{}" '
+                                'stroke-dasharray="3,2"/>'.format(at, y - 9, STALLED, STALLED),
+                  "while one client reads nothing"),
+                 (lambda at, y: '<path d="M{0} {1}v8 M{2} {1}h2v8h-2z" stroke="{3}" fill="none"/>'.format(
+                     at + 6, y - 8, at + 14, STALLED), "that client: an echo, a send")]
+    parts, at = [], left
+    for shape, text in keys:
+        size = 36 + 6.2 * len(text)
+        if at > left and at + size > left + width:
+            at, y = left, y + 18
+        parts += [shape(at, y), svg_text(at + 28, y, text, fill="#333")]
+        at += size + 8
+    return parts, y
+
+
+def wrapped(text, columns):
+    """text in lines of about columns characters."""
+    return textwrap.wrap(text, int(columns), break_on_hyphens=False) or [""]
+
+
+def kept_timelines(folder):
+    """timelines.svg, or stall.svg, from a folder bench/timelines.py keeps: its meta.json and a trace per server,
+    each panel titled by its server and the flags it ran with, the caption from the meta."""
+    folder = Path(folder)
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    stall = "stall_s" in meta
+    panels, taken = [], []
+    for kept in meta["servers"]:
+        _, connections = read_trace(folder / kept["trace"])
+        label = " ".join([kept["server"], *kept["flags"]])
+        if stall:
+            stalled = next((c for c in connections if c.get("stall")), None)
+            gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
+            if stalled and stalled.get("taken_before_blocking"):
+                taken.append(stalled["taken_before_blocking"] / 1e6)
+            note = "the others' longest wait for an echo: {}".format("-" if gap is None else
+                                                                     "{:,.0f} ms".format(gap * 1000))
+        else:
+            ends = [served(c)[1] for c in connections if served(c)]
+            note = "{} connections; the last echo at {:.2f} s".format(len(connections), max(ends)) if ends else \
+                "no echo"
+        failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
+        panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
+    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}, every server " \
+          "run with -q --work {:,}, about {:.2f} ms of its CPU a message ({}).".format(
+              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], meta["work_ms"] or 0,
+              meta["calibration"].get("how", "-"))
+    if stall:
+        caption = [run, "{:g} s after client.py started, one more connection, driven by bench/timelines.py with a "
+                   "socket of its own on the same clock, sends {} MiB in pieces of {} MiB and reads nothing for {:g} s "
+                   "(shaded), then reads its whole echo. The kernel took {} MB of it before its sender blocked. Above "
+                   "each panel: the longest the other clients waited for an echo while it read nothing.".format(
+                       meta["stall_after_s"], meta["stalled_bytes"] >> 20, meta["piece"] >> 20, meta["stall_s"],
+                       "-" if not taken else "{:.1f}".format(taken[0]) if len(set(taken)) == 1 else
+                       "{:.1f}-{:.1f}".format(min(taken), max(taken)))]
+        return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
+    caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
+               "drops the other clients' SYNs, which are retried a second later and would stretch every panel. "
+               "echo_prefork.py and echo_prethread.py ran with --workers 4, so that their waves show.",
+               "A row is a connection, in the order it was first served. The picture shows order and fairness, not "
+               "speed: who is served when, and who waits meanwhile. How soon a panel ends depends on this machine, "
+               "the client sharing its cores and --work."]
+    return timelines_svg("Who is served when: every server under one small load", panels, caption)
 
 
 # ---- command line

@@ -44,6 +44,8 @@ UNEVEN = 0.6  # the busiest of 2 workers' share of their CPU from which the pros
 SCALING_SERVERS = ["echo_reuseport.py", "echo_thread.py"]  # bench/scaling.py's here: a process server, a thread one
 SCALING_16 = RESULTS / "scaling-16core"  # an outside measurement on 16 cores: its records, machine and command
 DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
+# The pictures of who is served when, and of one client that stops reading: bench/timelines.py's traces.
+TRACED = {"timelines.svg": RESULTS / "timelines", "stall.svg": RESULTS / "stall"}
 
 
 def pythons():
@@ -630,7 +632,8 @@ def n_text(value):
 
 
 def render(to):
-    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to."""
+    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, and
+    timelines.svg and stall.svg from the traces kept there."""
     meta = load("meta") or {"parts": {}}
     v = values(meta)
     text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)
@@ -648,6 +651,9 @@ def render(to):
     article = tables("article")
     if article:
         (to / "results.svg").write_text(draw.chart(list(article.values()), []))
+    for name, folder in TRACED.items():  # bench/timelines.py's traces, where they are kept
+        if (folder / "meta.json").exists():
+            (to / name).write_text(draw.kept_timelines(folder))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, TIMEOUT, client, client_json, echo_processes
+from helpers import ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes
 
 import draw  # bench/, which helpers put on the path
 
@@ -116,3 +116,96 @@ def test_the_markdown_names_the_machine_that_measured_and_the_servers_skipped(cl
     text = draw.markdown(results)
     assert text.splitlines()[0] == "Measured by `python3 client.py --all` on Some CPU, 2 cores, Python 3.11.7, Linux."
     assert "- echo_epoll.py needs epoll, which this system lacks" in text
+
+
+# ---- timelines: drawn from client.py --trace's files; these are hand-made, in its format
+
+def trace_line(client_id, start, echoed, how="eof"):
+    """A connection line of the trace format: connect() at start, each message sent right after the echo before."""
+    sent = [start + 0.0002] + [e + 0.00002 for e in echoed[:-1]]
+    return {"worker": 0, "client": client_id, "connection": 0, "connect": [start, start + 0.0002],
+            "messages": [[round(s, 6), round(e, 6)] for s, e in zip(sent, echoed)],
+            "end": round(echoed[-1] + 0.0003, 6) if echoed else start, "how": how}
+
+
+def one_at_a_time(clients=3, messages=20, cost=0.001):
+    return [trace_line(k, 0.01, [0.01 + (k * messages + i + 1) * cost for i in range(messages)])
+            for k in range(clients)]
+
+
+def interleaved(clients=3, messages=20, cost=0.001):
+    return [trace_line(k, 0.01, [0.01 + (i * clients + k + 1) * cost for i in range(messages)])
+            for k in range(clients)]
+
+
+def write_trace(path, connections):
+    run = {"trace": 1, "t0": 12345.678, "clock": "perf_counter", "host": "127.0.0.1", "port": 7777, "workload": {}}
+    path.write_text("".join(json.dumps(line) + "\n" for line in [run, *connections]))
+    return path
+
+
+def kept(folder, servers, shape, stall=None):
+    """A folder as bench/timelines.py keeps it: a trace per server, and meta.json."""
+    folder.mkdir()
+    meta = {"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "python": "3.11.7", "linux": "6.1",
+            "when": "2026-11-28 12:00 UTC", "commit": "abc1234", "load": "12 clients arriving together, each with "
+            "one connection of 20 messages of 32 B", "client": "python3 client.py --port PORT", "work": 70000,
+            "work_ms": 1.01, "calibration": {"how": "measured"}, "servers": []}
+    if stall:
+        meta.update(stall_s=1.0, stall_after_s=0.8, stalled_bytes=16 << 20, piece=1 << 20)
+    for server in servers:
+        connections = shape()
+        if stall:
+            connections.append(dict(trace_line(None, 0.02, [0.4]), worker=None, who="stalled", stall=stall,
+                                    taken_before_blocking=8 << 20))
+        write_trace(folder / (server[:-3] + ".jsonl"), connections)
+        meta["servers"].append({"server": server, "flags": ["--backlog", "16"] if server == "echo_simple.py" else [],
+                                "trace": server[:-3] + ".jsonl"})
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def panels(svg):
+    return [g.get("data-server") for g in ET.fromstring(svg).iter(SVG + "g") if g.get("class") == "panel"]
+
+
+def test_served_intervals_tell_one_at_a_time_from_interleaved():
+    """What the shape test asserts of real traces (tests/test_timelines.py), on hand-made ones."""
+    def overlapping(connections):
+        spans = [draw.served(c) for c in connections]
+        return [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert not overlapping(one_at_a_time()) and len(overlapping(interleaved())) == 3
+
+
+def test_timelines_svg_parses_and_has_a_panel_per_server_the_articles_nine_first(tmp_path):
+    import timelines
+    folder = kept(tmp_path / "timelines", timelines.ORDER, interleaved)
+    svg = draw.kept_timelines(folder)
+    assert panels(svg) == [" ".join([s, "--backlog", "16"]) if s == "echo_simple.py" else s for s in timelines.ORDER]
+    assert set(timelines.ORDER) == set(SERVERS) and timelines.ORDER[:9] == timelines.ARTICLE
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    for said in ("Some CPU, 2 cores, Python 3.11.7, Linux", "12 clients arriving together", "--work 70,000",
+                 "--backlog 16", "order and fairness, not speed", "seconds"):
+        assert said in texts, said
+
+
+def test_a_timeline_row_shows_waiting_apart_from_being_served_and_marks_each_echo(tmp_path):
+    svg = draw.timelines_svg("t", [("echo_simple.py", "", one_at_a_time(clients=2, messages=5))], ["c"])
+    root = ET.fromstring(svg)
+    panel = next(g for g in root.iter(SVG + "g") if g.get("class") == "panel")
+    fills = [r.get("fill") for r in panel.iter(SVG + "rect")]
+    assert fills.count(draw.WAIT) == 2 and fills.count(draw.SERVED) == 2  # a row each, waiting and served
+    ticks = [p.get("d") for p in panel.iter(SVG + "path") if p.get("stroke") == draw.ECHO]
+    assert sum(d.count("M") for d in ticks) == 10  # an echo, a tick
+
+
+def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
+    def stalled_select():  # the others' echoes stop for the whole stall, from 0.1 to 1.1 s
+        return [trace_line(k, 0.0, [0.01 * i for i in range(1, 11)] + [1.1 + 0.01 * i for i in range(10)])
+                for k in range(2)]
+    svg = draw.kept_timelines(kept(tmp_path / "stall", ["echo_select.py"], stalled_select, stall=[0.1, 1.1]))
+    assert panels(svg) == ["echo_select.py"]
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
+    assert "took 8.4 MB" in texts and "reads nothing for 1 s" in texts
+    assert draw.STALLED in svg

@@ -13,11 +13,21 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def test_the_documents_are_what_the_kept_measurements_give(tmp_path):
+    """Every document, and each picture of kept traces (bench/timelines.py's): there exactly where its traces
+    are kept, and what they give."""
+    import regenerate
     subprocess.run([sys.executable, str(ROOT / "bench" / "regenerate.py"), "--render", "--to", str(tmp_path)],
                    cwd=str(ROOT), check=True, timeout=60)
     for name in DOCUMENTS:
         assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
             "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
+    for name, folder in regenerate.TRACED.items():
+        kept = (folder / "meta.json").exists()
+        assert (ROOT / name).exists() == kept == (tmp_path / name).exists(), \
+            "{} is drawn from {}: both or neither".format(name, folder.relative_to(ROOT))
+        if kept:
+            assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
+                "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
 
 
 def test_every_part_was_measured_and_says_where():
@@ -48,7 +58,7 @@ def test_bench_draws_with_client_py_through_its_api_alone():
     import re
     sys.path.insert(0, str(ROOT))
     import client
-    for script in ("draw.py", "regenerate.py"):
+    for script in ("draw.py", "regenerate.py", "timelines.py"):
         used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / script).read_text())) - {"py", "API"}
         assert used and used <= set(client.API), (script, sorted(used - set(client.API)))
     declared = (ROOT / "CLIENT.md").read_text().split("## client.py as a module")[1].split("\n## ")[0]
