@@ -500,7 +500,8 @@ def kept_timelines(folder):
                        "{:.1f}-{:.1f}".format(min(taken), max(taken)))]
         return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
     caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
-               "drops the other clients' SYNs, which are retried a second later and would stretch every panel. "
+               "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "
+               "panel by a second. "
                "echo_prefork.py and echo_prethread.py ran with --workers 4, so that their waves show.",
                "A row is a connection, in the order it was first served. The picture shows order and fairness, not "
                "speed: who is served when, and who waits meanwhile. How soon a panel ends depends on this machine, "

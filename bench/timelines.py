@@ -8,8 +8,9 @@ timelines: each server (the article's nine first, then the rest) is started with
 under one load: 12 clients arriving together, each with one connection of 20 messages of 32 B (one
 connection per client keeps the arrivals together: a closed-loop client starts its next connection only
 after the last one ends). Two servers get a flag of their own:
-- echo_simple.py --backlog 16: its default backlog of 5 lets Linux queue 6 connections; the others'
-  SYNs are dropped and retried a second later, which would stretch every panel by a second.
+- echo_simple.py --backlog 16: its default backlog of 5 lets Linux queue 6 connections; the SYNs of
+  the clients beyond them are dropped and retried a second later, which would stretch every panel by a
+  second (client.py --json counts such connects in syn_retries: try it without the flag).
 - echo_prefork.py and echo_prethread.py --workers 4, so that their waves of 4 show.
 If a shape does not show, change the load here, not the drawing, and say why beside it.
 
