@@ -487,14 +487,16 @@ def kept_timelines(folder):
         failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
         panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
     run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}, every server " \
-          "run with -q --work {:,}, about {:.2f} ms of its CPU a message ({}).".format(
-              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], meta["work_ms"] or 0,
-              meta["calibration"].get("how", "-"))
+          "run with -q --work {:,}{}.".format(
+              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
+              "CPU a message ({})".format(meta["work_ms"], meta["calibration"]["how"]) if meta.get("work_ms") else
+              " (given, not calibrated)")
     if stall:
         caption = [run, "{:g} s after client.py started, one more connection, driven by bench/timelines.py with a "
-                   "socket of its own on the same clock, sends {} MiB in pieces of {} MiB and reads nothing for {:g} s "
-                   "(shaded), then reads its whole echo. The kernel took {} MB of it before its sender blocked. Above "
-                   "each panel: the longest the other clients waited for an echo while it read nothing.".format(
+                   "socket of its own on the same clock, sends {} MiB in pieces of {} MiB and reads nothing (shaded) "
+                   "until {:g} s after its sender blocked, then reads its whole echo. The kernel took {} MB of it "
+                   "before its sender blocked. Above each panel: the longest the other clients waited for an echo "
+                   "while it read nothing.".format(
                        meta["stall_after_s"], meta["stalled_bytes"] >> 20, meta["piece"] >> 20, meta["stall_s"],
                        "-" if not taken else "{:.1f}".format(taken[0]) if len(set(taken)) == 1 else
                        "{:.1f}-{:.1f}".format(min(taken), max(taken)))]

@@ -18,7 +18,8 @@ stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,
 echo_asyncio_protocol.py and echo_thread.py, 5 clients exchange (client.py --trace, one connection of
 STALL_MESSAGES messages each) while a sixth connection, driven from here with a socket of its own,
 sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 7-9.5 MB before
-such a sender blocked) and reads none of its echo for STALL_S seconds, then reads it all. client.py has
+such a sender blocked) and reads none of its echo until STALL_S seconds after its sender blocked, then
+reads it all. client.py has
 no such mode, and gets none: the stalled client is a few lines here, on client.py's clock (its trace's
 t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every process), written as one more
 connection line of the trace, with "who": "stalled" and "stall": [from, to] (when it read nothing). That
@@ -50,7 +51,8 @@ import threading
 import time
 
 import draw
-from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client, client_figures, wait_for_workers)
+from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client, client_figures, wait_for_workers,
+                    wait_until)
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_MS = 1.0  # the server's CPU a message that --work is calibrated to
@@ -71,7 +73,8 @@ STALL_MESSAGES = 500  # the others' messages: at about 1 ms each, 5 of them exch
 STALL_LOAD = ["--clients", "5", "--connects", "1", "--messages", str(STALL_MESSAGES), "--size", "32"]
 STALL_WORDS = "5 clients, each with one connection of {} messages of 32 B".format(STALL_MESSAGES)
 STALL_AFTER = 0.8  # seconds after client.py starts: its clients are exchanging by then (checked in the trace)
-STALL_S = 1.0  # seconds the stalled client reads nothing
+STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sender blocked
+BLOCKED_S = 0.1  # a sender that made no progress this long is blocked: the buffers are full
 PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
 STALL_BYTES = 16 * PIECE  # more than the 7-9.5 MB the kernel took before such a sender blocked
 
@@ -186,15 +189,18 @@ def timelines(servers, work, how):
 # ---- the stall: one client that stops reading, driven from here
 
 class StalledClient:
-    """One connection that sends STALL_BYTES in pieces and reads nothing for STALL_S seconds after it
-    connected, then reads its whole echo, verified, and half-closes: a slow reader the server must not let
-    stall the others. Its times are time.perf_counter()'s, client.py's clock."""
+    """One connection that sends STALL_BYTES in pieces and reads nothing until STALL_S seconds after its
+    sender blocked (the buffers full: the server can send it nothing more), then reads its whole echo,
+    verified, and half-closes: a slow reader the server must not let stall the others. Counted from the
+    block, not from the connect: with --work the server takes a while to fill the buffers (each 64 KiB it
+    reads costs it the --work too), and the stall the others may see begins only then. Its times are
+    time.perf_counter()'s, client.py's clock."""
 
     def __init__(self, port):
         self.port = port
         self.payload = bytes(os.urandom(PIECE))  # every piece the same random bytes: an echo is checked cheaply
         self.sent_at, self.echoed_at, self.taken = [], [], []  # per piece; (when, bytes in) after each send()
-        self.how, self.stall = "eof", None
+        self.how, self.stall, self.blocked = "eof", None, None
 
     def run(self):
         self.start = time.perf_counter()
@@ -208,7 +214,10 @@ class StalledClient:
         with sock:
             sender = threading.Thread(target=self.send, args=(sock,), daemon=True)
             sender.start()
-            time.sleep(STALL_S)  # the experiment itself: this long, nothing is read
+            wait_until(lambda: not sender.is_alive() or self.taken and time.perf_counter() - self.taken[-1][0] >
+                       BLOCKED_S, TIMEOUT)
+            self.blocked = self.taken[-1] if self.taken and sender.is_alive() else None  # (when, bytes taken)
+            time.sleep(STALL_S)  # the experiment itself: this long after the block, still nothing is read
             self.stall = (self.connected, time.perf_counter())
             self.receive(sock)
             sender.join(TIMEOUT)
@@ -253,9 +262,8 @@ class StalledClient:
                 return
 
     def taken_before_blocking(self):
-        """The bytes the kernel took before the sender blocked: all that send() had handed over when the
-        reading began."""
-        return max([total for when, total in self.taken if when <= self.stall[1]], default=0) if self.stall else 0
+        """The bytes the kernel took before the sender blocked (None if it never did: all were taken)."""
+        return self.blocked[1] if self.blocked else None
 
     def trace_line(self, t0):
         """The connection line of the trace format, on client.py's axis (seconds from its t0)."""
@@ -265,7 +273,8 @@ class StalledClient:
                 "connect": [at(self.start), at(self.connected) if self.how != "refused" else None],
                 "messages": [[at(s), at(e)] for s, e in zip(self.sent_at, echoed)], "end": at(self.end),
                 "how": self.how, "stall": [at(self.stall[0]), at(self.stall[1])] if self.stall else None,
-                "bytes": STALL_BYTES, "taken_before_blocking": self.taken_before_blocking()}
+                "sender_blocked": at(self.blocked[0]) if self.blocked else None, "bytes": STALL_BYTES,
+                "taken_before_blocking": self.taken_before_blocking()}
 
 
 def stall(servers, work, how):

@@ -207,5 +207,5 @@ def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
     assert panels(svg) == ["echo_select.py"]
     texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
     assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
-    assert "took 8.4 MB" in texts and "reads nothing for 1 s" in texts
+    assert "took 8.4 MB" in texts and "until 1 s after its sender blocked" in texts
     assert draw.STALLED in svg

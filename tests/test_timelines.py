@@ -43,8 +43,9 @@ def test_a_trace_shows_one_at_a_time_or_interleaved(start_server, tmp_path, scri
 
 @pytest.mark.slow
 def test_the_stalled_client_fills_the_buffers_reads_nothing_then_its_whole_echo(start_server):
-    """The stall's own client: it sends more than the kernel takes before its sender blocks, reads nothing for
-    STALL_S, then reads every piece's echo, verified; its line is the trace format's, on the clock it is given."""
+    """The stall's own client: it sends more than the kernel takes before its sender blocks, reads nothing until
+    STALL_S after that, then reads every piece's echo, verified; its line is the trace format's, on the clock it
+    is given."""
     server = start_server("echo_selectors.py", "-q")
     stalled = timelines.StalledClient(server.port)
     stalled.run()
@@ -54,7 +55,8 @@ def test_the_stalled_client_fills_the_buffers_reads_nothing_then_its_whole_echo(
     assert all(echoed is not None and sent < echoed for sent, echoed in line["messages"])
     assert line["connect"][0] == pytest.approx(5.0, abs=1e-6)
     start, end = line["stall"]
-    assert timelines.STALL_S <= end - start < timelines.STALL_S + 1.0
+    assert start < line["sender_blocked"] and timelines.STALL_S <= end - line["sender_blocked"] < \
+        timelines.STALL_S + 1.0, "it read nothing until STALL_S after its sender blocked"
     assert line["messages"][0][1] > end, "no echo was read during the stall"
     assert 1 << 20 <= line["taken_before_blocking"] < timelines.STALL_BYTES, "the sender blocked on full buffers"
     assert json.loads(json.dumps(line)) == line
