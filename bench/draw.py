@@ -7,9 +7,12 @@
 client.py measures and writes records; this draws them (../shared/STYLE.md, habit 20). It writes what
 `client.py --all --markdown FILE --svg FILE` wrote before those flags moved here: the Markdown of every
 figure (each closed-loop table, then the open-loop sweeps' knees and steps, then the servers skipped) and a
-chart (the closed-loop bars, the sweeps' three graphs, or both stacked). bench/regenerate.py writes
-RESULTS.md, SWEEPS.md, results.svg and openloop.svg from the records kept in bench/results/ with the same
-functions. Stdlib only; of client.py, what its API declares (client.API: the records and their formatters).
+chart (the closed-loop bars, the sweeps' three graphs as a row of panels per server, or both stacked).
+It also draws client.py --trace's files as timelines (kept_timelines(): a panel per server, a row per
+connection, one time axis), which bench/timelines.py records. bench/regenerate.py writes RESULTS.md,
+SWEEPS.md, results.svg, openloop.svg, timelines.svg and stall.svg from what is kept in bench/results/ with
+the same functions. Stdlib only; of client.py, what its API declares (client.API: the records and their
+formatters).
 """
 import argparse
 import html
