@@ -74,7 +74,10 @@ STALL_LOAD = ["--clients", "5", "--connects", "1", "--messages", str(STALL_MESSA
 STALL_WORDS = "5 clients, each with one connection of {} messages of 32 B".format(STALL_MESSAGES)
 STALL_AFTER = 0.8  # seconds after client.py starts: its clients are exchanging by then (checked in the trace)
 STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sender blocked
-BLOCKED_S = 0.1  # a sender that made no progress this long is blocked: the buffers are full
+# A sender that made no progress this long is blocked: the buffers are full. Shorter pauses come while they
+# fill: a blocking send() waits for a third of its buffer to be free, and with --work the server takes a
+# while to read that much (a trial with 0.1 s took a pause at 4.2 MB for the block).
+BLOCKED_S = 0.5
 PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
 STALL_BYTES = 16 * PIECE  # more than the 7-9.5 MB the kernel took before such a sender blocked
 
@@ -217,7 +220,9 @@ class StalledClient:
             wait_until(lambda: not sender.is_alive() or self.taken and time.perf_counter() - self.taken[-1][0] >
                        BLOCKED_S, TIMEOUT)
             self.blocked = self.taken[-1] if self.taken and sender.is_alive() else None  # (when, bytes taken)
-            time.sleep(STALL_S)  # the experiment itself: this long after the block, still nothing is read
+            # The experiment itself: until STALL_S after the block, still nothing is read.
+            time.sleep(max(0.0, (self.blocked[0] if self.blocked else time.perf_counter()) + STALL_S -
+                           time.perf_counter()))
             self.stall = (self.connected, time.perf_counter())
             self.receive(sock)
             sender.join(TIMEOUT)
