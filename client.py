@@ -12,10 +12,10 @@ not the bottleneck.
 
   python3 client.py --port 7777                 measure one running server
   python3 client.py --all                       start every echo_*.py here and rank them
-  python3 client.py --all --scenario article-100,c10k --markdown results.md --svg results.svg
+  python3 client.py --all --scenario article-100,c10k --json > r.json    every figure, for bench/draw.py
   python3 client.py --port 7777 --rate 2000     open loop: 2,000 new connections a second
   python3 client.py --port 7777 --tls --cafile cert.pem     over TLS, with the handshake's figures
-  python3 client.py --all --scenario pingpong-sweep --svg openloop.svg    every server's knee
+  python3 client.py --all --scenario pingpong-sweep    every server's knee
 """
 import argparse
 import array
@@ -23,7 +23,6 @@ import bisect
 import collections
 import dataclasses
 import errno
-import html
 import importlib.util
 import itertools
 import json
@@ -1796,7 +1795,7 @@ RANKED_BY = {"msgs_per_server_cpu_s": "ranked by messages per server CPU-second,
              "msgs_per_s": "ranked by msgs/s (the servers' CPU was not measured here)"}
 
 
-# ---------------------------------------------------------------- reporting: text, Markdown and SVG
+# ---------------------------------------------------------------- reporting: text (bench/draw.py draws)
 
 def describe(w):
     """The workload, as the text report's first line and a table's heading say it."""
@@ -1843,22 +1842,7 @@ def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
             print("{:<10} {}".format("note", text), file=out)
 
 
-# ---- Markdown
-
-def markdown(tables, sweeps=(), skipped=None):
-    """The --all results as Markdown: each closed-loop table, then the open-loop sweeps, then the
-    servers that cannot run here."""
-    lines = ["Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]), machine()), ""]
-    for table in tables:
-        lines += table_markdown(table)
-    lines += sweeps_markdown(sweeps)
-    if skipped:
-        lines += ["Skipped, as they cannot run here:", ""] + [
-            "- " + skipped_text(name, why) for name, why in sorted(skipped.items())] + [""]
-    return "\n".join(lines)
-
-
-WIDTH = 100  # --all's terminal output fits this many columns; --markdown and --json carry every figure
+WIDTH = 100  # --all's terminal output fits this many columns; --json carries every figure
 # The terminal's columns, short titles for a closed-loop table's first figures.
 TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "msgs_per_server_cpu_spread": "+-", "server_cpu_s": "CPU s",
                     "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
@@ -1869,7 +1853,7 @@ TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second, +- half the measure
 def terminal_text(tables, sweeps=(), skipped=None, without=()):
     """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
     first figures, the sweeps' knees, the servers skipped, the rows uvloop would add (without). The full tables
-    are markdown()'s."""
+    are bench/draw.py's, from --json."""
     lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
                                                        machine())) + [""]
     for table in tables:
@@ -1907,7 +1891,8 @@ def terminal_text(tables, sweeps=(), skipped=None, without=()):
     key = wrapped(TERMINAL_KEY) if tables else []
     more = wrapped("With uvloop installed (pip install uvloop), {} more: {}.".format(len(without), ", ".join(
         without))) if without else []
-    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --markdown FILE or --json.") + more)
+    return "\n".join(lines + key + wrapped("Every figure, and each sweep's steps: --json (bench/draw.py writes "
+                                            "them as Markdown and SVG).") + more)
 
 
 def wrapped(text, indent=""):
@@ -1943,49 +1928,8 @@ def ranked_knees(sweeps):
             for s in sorted(sweeps, key=lambda s: (s["knee"] is None, -(s["knee"] or 0), s["server"]))]
 
 
-def table_markdown(table):
-    """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
-    w = table["workload"]
-    lines = ["### " + table_heading(table), ""]
-    if w.hold:
-        lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
-                  "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
-                  "SYN retry (the server's listen queue was full). Bounds: a connect {:g} s, an echo {:g} s, the "
-                  "whole run {:g} s.".format(w.connecting, w.connect_pace, SYN_RETRY, w.connect_timeout, w.timeout,
-                                             w.budget), ""]
-    good = [r for r in table["rows"] if not r.failed]
-    lines += table_lines(good, [("rank", lambda r: str(good.index(r) + 1)), ("server", lambda r: r.server)])[:-1]
-    lines += ["| - | {} | failed: {} |".format(r.server, r.failed) for r in table["rows"] if r.failed]
-    return lines + [""]
-
-
-def sweeps_markdown(sweeps):
-    """The open-loop sweeps: the knees ranked, then each server's steps."""
-    if not sweeps:
-        return []
-    w, rates = sweeps[0]["workload"], sweeps[0]["rates"]
-    lines = ["### {}: open loop, {} connections/s, {:g} s each, {} exchange{} of {} B per connection".format(
-        sweeps[0]["scenario"], rates_text(rates), w.duration, w.messages, "s" if w.messages > 1 else "", w.size), "",
-        "Connections start on a clock, whether or not earlier ones have finished; a response time counts from the "
-        "connection's scheduled start to its last echo. {}; the client must have kept its schedule.".format(
-            knee_rule_text().capitalize()), "",
-        "| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | replies/s there "
-        "| errors there |", "|---:|---|---:|---:|---:|---:|---:|"]
-    p99, offered, replies, errors = (dict(figures_of(Step))[k] for k in ("p99_ms", "offered_rate", "reply_rate",
-                                                                         "errors"))
-    for place, s, at_knee in ranked_knees(sweeps):
-        top = s["steps"][-1] if s["steps"] else Step()
-        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
-            place, s["server"], knee_text(s), cell(p99, at_knee.p99_ms) if at_knee else "-",
-            cell(offered, top.offered_rate),
-            cell(replies, top.reply_rate), cell(errors, top.errors)))
-    lines.append("")
-    for s in sweeps:
-        lines += sweep_markdown(s["server"], s)
-    return lines
-
-
 def rates_text(rates):
+    """A sweep's rates in words: "1,000 to 40,000 in steps of 1,000"."""
     step = rates[1] - rates[0] if len(rates) > 1 else None
     return rate_text(rates[0]) + (" to {} in steps of {}".format(rate_text(rates[-1]), rate_text(step)) if step else "")
 
@@ -2031,240 +1975,20 @@ def cpu_model():
 
 
 def machine():
-    """The machine in words, as --all's Markdown and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
+    """The machine in words, as --all's output and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
     Where there is no os.uname (Windows), platform asks WMI, which Wine lacks: Wine ends the process there."""
     return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
                                                 platform.system() if hasattr(os, "uname") else "Windows")
 
 
-# ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
+# ---------------------------------------------------------------- what bench/ uses
 
-# Distinct on a white page, in an order where neighbours differ most.
-COLOURS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-           "#7f7f7f", "#bcbd22", "#1a1a80", "#b8860b", "#7a0019", "#000000", "#00a087", "#e7298a")
-P50_MOST = 6  # more servers than this, and the dashed p50 lines would hide the p99 ones
-LEFT, PLOT_W, PLOT_H, PANEL_GAP, TOP = 70, 470, 180, 78, 56
-LEGEND_X = LEFT + PLOT_W + 30
-BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
-
-
-def chart(tables, sweeps):
-    """The --svg file: the bars of the closed-loop tables, the three graphs of the sweeps, or both stacked."""
-    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
-    parts, y = [], 0
-    for _, height, figure in figures:
-        parts += ['<g transform="translate(0,{})">'.format(y), *figure, "</g>"]
-        y += height
-    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
-                      'font-family="sans-serif" font-size="12">'.format(max(f[0] for f in figures), y),
-                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
-
-
-def svg_text(x, y, text, **attributes):
-    """A <text> element; attributes as keywords, font_weight="bold" for font-weight="bold"."""
-    extra = "".join(' {}="{}"'.format(k.replace("_", "-"), v) for k, v in attributes.items())
-    return '<text x="{}" y="{}"{}>{}</text>'.format(round(x, 1), round(y, 1), extra, html.escape(str(text)))
-
-
-class Scale:
-    """Values to pixels along one axis, from `start` over `length` pixels (negative: upwards):
-    linear from low to high, or log10 over the whole decades low..high."""
-
-    def __init__(self, low, high, start, length, log=False):
-        self.low, self.high, self.start, self.length, self.log = low, high, start, length, log
-
-    def __call__(self, value):
-        if self.log:
-            value = math.log10(max(value, 10.0 ** self.low))
-        return self.start + self.length * (value - self.low) / (self.high - self.low)
-
-    def ticks(self, count):
-        """[(value, label)] at round values: every decade on a log scale."""
-        if self.log:
-            return [(10.0 ** d, tick_text(10.0 ** d) if d >= 0 else "{:g}".format(10.0 ** d))
-                    for d in range(self.low, self.high + 1)]
-        step = nice_step(self.high - self.low, count)
-        first = math.ceil(self.low / step - 1e-9) * step
-        values = [round(first + n * step, 10) for n in range(int((self.high - first) / step + 1e-9) + 1)]
-        return [(t, tick_text(t)) for t in values]
-
-
-def y_axis(x, y, count=5):
-    """Horizontal grid lines across the plot, labelled on its left."""
-    return [part for value, label in y.ticks(count) for part in (
-        '<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(x.start, x.start + x.length,
-                                                                                      y(value)),
-        svg_text(x.start - 6, y(value) + 4, label, text_anchor="end", fill="#444"))]
-
-
-def x_axis(x, bottom, label=None, count=8):
-    """Ticks and their labels under the plot, then what the axis measures."""
-    parts = [part for value, text in x.ticks(count) for part in (
-        '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4),
-        svg_text(x(value), bottom + 17, text, text_anchor="middle", fill="#444"))]
-    return parts + ([svg_text(x.start + x.length / 2, bottom + 33, label, text_anchor="middle", fill="#444")]
-                    if label else [])
-
-
-def nice_step(span, count):
-    """A step of 1, 2, 2.5 or 5 x 10^k giving about count ticks over span."""
-    magnitude = 10 ** math.floor(math.log10(span / count))
-    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= span / count * 0.999)
-
-
-def nice_ceiling(value):
-    """The first tick at or above value: where a linear axis from 0 ends."""
-    step = nice_step(value, 5)
-    return math.ceil(value / step - 1e-9) * step
-
-
-def tick_text(value):
-    return "{:,.0f}".format(value) if value == int(value) else "{:,g}".format(value)
-
-
-def bars_svg(tables):
-    """Horizontal bars per server, one panel per scenario, each on its own scale: messages per server
-    CPU-second, the figure to read first (messages/s where the server's CPU was not measured), or, where
-    the servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
-    left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
-    parts = [svg_text(10, 20, "Closed loop: each scenario on its own scale", font_size=14, font_weight="bold")]
-    y = 40
-    for table in tables:
-        key, label, spec = ("echo_phase_s", "echo phase, seconds (shorter is faster)", "{:,.2f} s") if (
-            table["server_work"] and table["workload"].hold) else (
-            "msgs_per_server_cpu_s", "messages per server CPU-second (median of the measured runs; longer is "
-            "cheaper)", "{:,.0f}") if all(r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
-            "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "{:,.0f}")
-        x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
-        parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
-        y += 22
-        best = (lambda v: v) if key == "echo_phase_s" else (lambda v: -v)  # the best bar first
-        for r in sorted(table["rows"], key=lambda r: (r.failed is not None or getattr(r, key) is None,
-                                                      best(getattr(r, key) or 0))):
-            parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
-            if r.failed or getattr(r, key) is None:
-                parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
-            else:
-                length = max(1, round(x(getattr(r, key)) - left))
-                parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR),
-                          svg_text(left + length + 4, y + 12, spec.format(getattr(r, key)))]
-            y += BAR + BAR_GAP
-        parts += x_axis(x, y, count=5)
-        y += 30
-    return left + BAR_W + 120, y, parts
-
-
-def sweep_svg(sweeps):
-    """Three graphs stacked against the offered rate: reply rate, response time (p99,
-    and p50 dashed when few servers), errors. One line per server, one legend."""
-    points = [step for sweep in sweeps for step in sweep["steps"]]
-    offered = [step.offered_rate for step in points] or [0, 1]
-    x_low, x_high = min(offered), max(offered)
-    if x_low == x_high:  # one step: give it some room
-        x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
-    x = Scale(x_low, x_high, LEFT, PLOT_W)
-    with_p50 = sum(1 for sweep in sweeps if sweep["steps"]) <= P50_MOST
-    # Past the last colour, the lines are dashed: no two servers look alike.
-    colours = [(COLOURS[i % len(COLOURS)], ' stroke-dasharray="6,3"' if i >= len(COLOURS) else "")
-               for i in range(len(sweeps))]
-    parts = [svg_text(LEFT, 24, "Open loop: each server against the offered connection rate", font_size=15,
-                      font_weight="bold")]
-    for n, (title, y_range, log, figures) in enumerate(sweep_panels(points, x_high, with_p50)):
-        top = TOP + n * (PLOT_H + PANEL_GAP)
-        y = Scale(*y_range, top + PLOT_H, -PLOT_H, log=log)
-        parts += [svg_text(LEFT, top - 10, title, font_weight="bold"), *y_axis(x, y),
-                  *x_axis(x, top + PLOT_H, "offered rate (connections/s)"),
-                  '<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#444"/>'.format(
-                      LEFT, top, PLOT_W, PLOT_H)]
-        if n == 0:  # where a server that keeps up lies: replies = offered
-            parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#999" '
-                         'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(x_high)))
-        if n == 2 and not any(step.errors for step in points):
-            parts.append(svg_text(LEFT + PLOT_W / 2, top + PLOT_H / 2, "no errors at any step", text_anchor="middle",
-                                  fill="#444"))
-        for sweep, (colour, dashes) in zip(sweeps, colours):
-            for k, (figure, style) in enumerate(figures):
-                parts += server_line(sweep, figure, x, y, colour, style or dashes, k == 0)
-            knee_step = [s for s in sweep["steps"] if s.offered_rate == sweep["knee"]]
-            if n == 0 and knee_step:  # the knee, ringed on the reply-rate graph
-                parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="6" fill="none" stroke="{}" stroke-width="2"/>'
-                             .format(x(sweep["knee"]), y(knee_step[0].reply_rate), colour))
-    # The legend: a title, then per server its line (none if it had no step), its name and its knee.
-    parts.append(svg_text(LEGEND_X, TOP - 10, "servers (ringed: the knee)", font_weight="bold"))
-    for i, (sweep, (colour, dashes)) in enumerate(zip(sweeps, colours)):
-        row = TOP + 8 + 18 * i
-        if sweep["steps"]:
-            parts.append('<line x1="{0}" x2="{1}" y1="{2}" y2="{2}" stroke="{3}" stroke-width="3"{4}/>'.format(
-                LEGEND_X, LEGEND_X + 22, row - 4, colour, dashes))
-        said = "failed" if sweep["failed"] and not sweep["steps"] else "no knee" if sweep["knee"] is None else \
-            "knee " + knee_text(sweep, "/s")
-        parts.append('<text x="{}" y="{}">{} <tspan fill="#555">{}</tspan></text>'.format(
-            LEGEND_X + 28, row, html.escape(sweep["server"]), html.escape(said)))
-    return LEGEND_X + 360, TOP + 3 * (PLOT_H + PANEL_GAP), parts
-
-
-def sweep_panels(points, x_high, with_p50):
-    """[(title, (low, high), log scale?, [(figure of a step, line style), ...])] for the three graphs."""
-    # Reply rate: from 0, up to the higher of what was offered and what came back.
-    reply_top = nice_ceiling(max([step.reply_rate for step in points] + [x_high]))
-    # Response time: log scale, whole decades, since milliseconds under the knee and
-    # seconds past it must both be read on one axis.
-    times = [getattr(step, key) for step in points for key in ("p50_ms", "p99_ms") if getattr(step, key)]
-    low_decade = math.floor(math.log10(max(min(times), 0.01))) if times else -1
-    high_decade = max(low_decade + 2, math.ceil(math.log10(max(times))) if times else 2)
-    error_top = min(100.0, nice_ceiling(max([error_share(step) for step in points] + [1.0])))
-    p50 = [(lambda s: s.p50_ms, ' stroke-dasharray="5,4" stroke-opacity="0.7"')] if with_p50 else []
-    return [
-        ("Reply rate (connections/s completed; dotted: replies = offered)", (0, reply_top), False,
-         [(lambda s: s.reply_rate, "")]),
-        ("Response time, ms from the scheduled start (log scale): p99 solid" + (", p50 dashed" if with_p50 else ""),
-         (low_decade, high_decade), True, [(lambda s: s.p99_ms, "")] + p50),
-        ("Errors (% of the connections attempted)", (0, error_top), False, [(error_share, "")]),
-    ]
-
-
-def server_line(sweep, figure, x, y, colour, style, dots):
-    """One server's line on one graph; a step without a figure (no reply at all) breaks
-    the line rather than dropping it to 0."""
-    runs, run = [], []
-    for step in sweep["steps"]:
-        v = figure(step)
-        if v is None or (y.log and v <= 0):
-            runs, run = runs + [run], []
-        else:
-            run.append((x(step.offered_rate), y(v)))
-    parts = []
-    for run in filter(None, runs + [run]):
-        parts.append('<polyline fill="none" stroke="{}" stroke-width="1.8"{} points="{}"/>'.format(
-            colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
-        if dots:
-            parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="2.2" fill="{}"/>'.format(px, py, colour) for px, py in run]
-    return parts
-
-
-# ---------------------------------------------------------------- what bench/regenerate.py uses
-
-# bench/regenerate.py writes RESULTS.md, SWEEPS.md and the charts from client.py's --json output with these
-# functions, and with nothing else of client.py (tests/test_regenerate.py checks): the output read back as
-# records, a figure written as client.py writes it, the tables, the sweeps, the charts and the machine.
-API = ("from_json", "figure_text", "table_markdown", "sweeps_markdown", "knee_text", "knee_rule_text", "chart",
+# bench/draw.py writes client.py --all --json's output as Markdown and SVG, and bench/regenerate.py RESULTS.md,
+# with these, and with nothing else of client.py (tests/test_regenerate.py checks): the records, a figure and a
+# table written as client.py writes them, the headings, the knees, the machine (CLIENT.md, client.py as a module).
+API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_heading", "sweep_markdown",
+       "ranked_knees", "rates_text", "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY",
        "machine")
-
-
-def from_json(results):
-    """client.py --all --json's output (a dict) read back as --all holds it: each table's workload a Workload
-    and its rows Runs, each sweep's workload a Workload and its steps Steps; the rest as it is."""
-    return dict(results, tables=[dict(t, workload=Workload(**t["workload"]), rows=[Run(**r) for r in t["rows"]])
-                                 for t in results.get("tables", [])],
-                sweeps=[dict(s, workload=Workload(**s["workload"]), steps=[Step(**step) for step in s["steps"]])
-                        for s in results.get("sweeps", [])])
-
-
-def figure_text(name, value):
-    """The figure `name` of a Run or a Step (p99_ms, offered_rate, ...) written as client.py writes it: "-"
-    where there is none."""
-    declared = dict(figures_of(Step), **dict(figures_of(Run)))
-    return cell(declared[name], value)
 
 
 # ---------------------------------------------------------------- command line
@@ -2398,8 +2122,10 @@ def parse_args(argv):
             (rate and args.scenario, "--rate and --scenario: choose one (the sweep preset is --scenario "
                                      "pingpong-sweep)"),
             (len([name for name in args.scenario or [] if PRESETS[name].rates]) > 1, "one open-loop sweep at a time"),
-            (not args.all and (args.servers or args.server_args or args.scenario or args.markdown or args.svg),
-             "--servers, --server-args, --scenario, --markdown and --svg go with --all"),
+            (args.moved is not None, "--markdown and --svg moved to bench/draw.py: python3 client.py --all --json "
+                                     "> r.json; python3 bench/draw.py r.json --markdown FILE --svg FILE"),
+            (not args.all and (args.servers or args.server_args or args.scenario),
+             "--servers, --server-args and --scenario go with --all"),
             ((args.cafile or args.tls_resume) and not args.tls, "--cafile and --tls-resume go with --tls"),
             (args.all and args.tls, "--all measures its TLS servers over TLS, the others without: --tls is for one "
                                     "server")):
@@ -2446,8 +2172,8 @@ def build_parser():
           help="seconds of arrivals at each rate (default: %(default)s)")
     group = parser.add_argument_group("output").add_argument
     group("--json", action="store_true", help="print one JSON object instead of text")
-    group("--markdown", metavar="FILE", help="with --all, also write every figure as Markdown")
-    group("--svg", metavar="FILE", help="with --all, also draw the results as an SVG chart")
+    # Moved to bench/draw.py: given, they are answered in one line that says where.
+    group("--markdown", "--svg", dest="moved", nargs="?", const="", help=argparse.SUPPRESS)
     group = parser.add_argument_group("advanced").add_argument
     group("--timeout", type=number(0.01, 3600, float), default=10.0, metavar="S",
           help="the bound on any one wait (default: %(default)s)")
@@ -2513,7 +2239,7 @@ def check_tls(sock, args):
 
 
 def run_every_server(args):
-    """--all: start the servers, measure them, and write the results where asked."""
+    """--all: start the servers, measure them, and print the results (--json: every figure)."""
     (entries, without), skipped = server_entries(args), {}
     if not args.scenario and not args.shaped and args.rate is None:
         note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
@@ -2524,10 +2250,6 @@ def run_every_server(args):
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
     print(to_json(results, indent=1) if args.json else terminal_text(tables, sweeps, skipped, without))
-    if args.markdown:
-        Path(args.markdown).write_text(markdown(tables, sweeps, skipped) + "\n")
-    if args.svg:
-        Path(args.svg).write_text(chart(tables, sweeps))
     return 0
 
 

@@ -6,7 +6,7 @@
 One command, the repository alone: each PART below runs client.py or a benchmark script of this
 folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
 the Pythons, the commit, when, how long); then the documents are written from what is kept there,
-with bench/RESULTS.template.md as their text and client.py's own functions for the tables and charts,
+with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts,
 so every figure comes from this run. --only measures some parts again (the others are kept);
 --render measures nothing and writes the documents from bench/results/ again. 45 minutes on the
 2-core machine RESULTS.md names, one part at a time (never run it beside another load: the figures
@@ -28,7 +28,8 @@ import sys
 import time
 from pathlib import Path
 
-# client.py's API alone (client.API): figures written as client.py does
+# client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
+import draw
 from common import SERVERS, TLS_SERVERS, client, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
 
@@ -44,6 +45,8 @@ UNEVEN = 0.6  # the busiest of 2 workers' share of their CPU from which the pros
 SCALING_SERVERS = ["echo_reuseport.py", "echo_thread.py"]  # bench/scaling.py's here: a process server, a thread one
 SCALING_16 = RESULTS / "scaling-16core"  # an outside measurement on 16 cores: its records, machine and command
 DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
+# The pictures of who is served when, and of one client that stops reading: bench/timelines.py's traces.
+TRACED = {"timelines.svg": RESULTS / "timelines", "stall.svg": RESULTS / "stall"}
 
 
 def pythons():
@@ -181,11 +184,11 @@ def main():
 
 def tables(name):
     """A client.py --all part's closed-loop tables, as client.py's records: {scenario: table}."""
-    return {table["scenario"]: table for table in client.from_json(load(name) or {})["tables"]}
+    return {table["scenario"]: table for table in draw.from_json(load(name) or {})["tables"]}
 
 
 def sweeps(name):
-    return client.from_json(load(name) or {})["sweeps"]
+    return draw.from_json(load(name) or {})["sweeps"]
 
 
 def row(table, server):
@@ -194,8 +197,8 @@ def row(table, server):
 
 
 def md_table(table):
-    """A closed-loop table as client.py --markdown writes it, less its heading (the section has one)."""
-    return "\n".join(client.table_markdown(table)[2:]).rstrip() if table else "(not measured: {})".format(table)
+    """A closed-loop table as bench/draw.py --markdown writes it, less its heading (the section has one)."""
+    return "\n".join(draw.table_markdown(table)[2:]).rstrip() if table else "(not measured: {})".format(table)
 
 
 def bench_tables(text):
@@ -261,10 +264,10 @@ def summary():
             "passed"] else ", failed")
         lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
             server, "-" if a is None or a.failed else "{:,.0f}".format(a.msgs_per_server_cpu_s),
-            "-" if k is None else failed_words(k) if k.failed else client.figure_text("p99_ms", k.p99_ms),
+            "-" if k is None else failed_words(k) if k.failed else draw.figure_text("p99_ms", k.p99_ms),
             (failed_words(c1) + " (at c1k)" if c1 is not None and c1.failed else "-") if c is None else
             failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
-                c.connect_phase_s, client.figure_text("p99_ms", c.p99_ms)),
+                c.connect_phase_s, draw.figure_text("p99_ms", c.p99_ms)),
             "-" if s is None else knee(s), growth,
             (idle.get(base) or ["-"])[0] if base == server else "-"))
     return "\n".join(lines)
@@ -368,7 +371,7 @@ def spread_ratios():
     """epoll's server CPU a message over select's in each of the spread part's single runs."""
     ratios = []
     for run in load("spread") or []:
-        table = client.from_json(run)["tables"][0]
+        table = draw.from_json(run)["tables"][0]
         epoll, select = us(row(table, "echo_epoll.py")), us(row(table, "echo_select.py"))
         if epoll and select:
             ratios.append(epoll / select)
@@ -380,7 +383,7 @@ def spread_moves():
     (the fastest run over the slowest): ({server: moved}, {server: moved})."""
     per = {}
     for run in load("spread") or []:
-        for r in client.from_json(run)["tables"][0]["rows"]:
+        for r in draw.from_json(run)["tables"][0]["rows"]:
             if not r.failed and r.msgs_per_s and r.msgs_per_server_cpu_s:
                 per.setdefault(r.server, []).append(r)
     moved = lambda name: {server: max(getattr(r, name) for r in found) / min(getattr(r, name) for r in found)
@@ -528,7 +531,7 @@ def openloop_values():
     """The open loop: the knees, ranked (the steps are in SWEEPS.md), and the sweep's rates in words."""
     sweep_list = sweeps("openloop")
     v = {}
-    lines = client.sweeps_markdown(sweep_list) if sweep_list else ["(not measured)"]
+    lines = draw.sweeps_markdown(sweep_list) if sweep_list else ["(not measured)"]
     first = next((i for i, line in enumerate(lines) if line.startswith("#### ")), len(lines))
     v["knees"] = "\n".join(lines[2:first]).strip()
     ranked = sorted(sweep_list, key=lambda s: (-(s["knee"] or 0), s["server"]))
@@ -546,7 +549,7 @@ def openloop_values():
     v["rates"] = "new connections offered on a clock, {} a second at first and {} more each one-second step up to {} " \
         "(as [CLIENT.md](CLIENT.md#open-loop) says, a sweep stops once two steps in a row are clearly past the limit, " \
         "over 1 % errors or replies under 80 % of the offered rate: {})".format(
-            *(client.figure_text("offered_rate", rate) for rate in (rates[0], rates[1] - rates[0], rates[-1])),
+            *(draw.figure_text("offered_rate", rate) for rate in (rates[0], rates[1] - rates[0], rates[-1])),
             "here {} to {} steps past the knee".format(min(past), max(past)) if past else "no sweep had a knee")
     return v
 
@@ -764,24 +767,28 @@ def n_text(value):
 
 
 def render(to):
-    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to."""
+    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, and
+    timelines.svg and stall.svg from the traces kept there."""
     meta = load("meta") or {"parts": {}}
     v = values(meta)
     text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)
     (to / "RESULTS.md").write_text(text.rstrip() + "\n")
     sweep_list = sweeps("openloop")
     if sweep_list:
-        lines = client.sweeps_markdown(sweep_list)
+        lines = draw.sweeps_markdown(sweep_list)
         first = next(i for i, line in enumerate(lines) if line.startswith("#### "))
         (to / "SWEEPS.md").write_text("\n".join(
             ["# The open-loop sweep, step by step", "", "Each server's steps of the sweep that "
              "[RESULTS.md](RESULTS.md#open-loop-the-connection-rate) summarizes, from the same run ({}). {}.".format(
                  meta["parts"].get("openloop", {}).get("when", v["when"]), client.knee_rule_text().capitalize()),
              ""] + lines[first:]).rstrip() + "\n")
-        (to / "openloop.svg").write_text(client.chart([], sweep_list))
+        (to / "openloop.svg").write_text(draw.chart([], sweep_list))
     article = tables("article")
     if article:
-        (to / "results.svg").write_text(client.chart(list(article.values()), []))
+        (to / "results.svg").write_text(draw.chart(list(article.values()), []))
+    for name, folder in TRACED.items():  # bench/timelines.py's traces, where they are kept
+        if (folder / "meta.json").exists():
+            (to / name).write_text(draw.kept_timelines(folder))
 
 
 if __name__ == "__main__":

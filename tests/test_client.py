@@ -17,6 +17,8 @@ from helpers import (CERT, KEY, PYTHON, ROOT, RUN, SERVERS, TIMEOUT, UNIX_ONLY, 
                      echo_processes, group_gone, kill_group, python_with_client, started_and_stopped, steady,
                      unix_interpreter, wait_until)
 
+import draw  # bench/draw.py (helpers put bench/ on the path): the Markdown of --all's records
+
 WORKLOAD = ["--clients", "3", "--connects", "2", "--messages", "7", "--size", "100", "--procs", "2"]
 
 
@@ -86,24 +88,6 @@ def test_text_and_json_carry_the_figures_the_record_declares(echo_server, client
 
 
 @pytest.mark.slow
-def test_all_writes_in_markdown_the_table_figures_its_json_rows_carry(tmp_path, client_module):
-    """--all's rows are records too: the Markdown table has a column for each table figure the JSON rows
-    carry (the workers' CPU only where a server has a pool of workers), and nothing else."""
-    markdown = tmp_path / "results.md"
-    measured, _ = client_json("--all", "--servers", "epoll,reuseport", "--clients", "3", "--connects", "1",
-                              "--messages", "3", "--repeat", "1", "--procs", "1", "--markdown", str(markdown),
-                              timeout=120)
-    rows = measured["tables"][0]["rows"]
-    declared = client_module.figures_of(client_module.Run)
-    carried = [(name, m) for name, m in declared if any(row.get(name) is not None for row in rows)]
-    assert {name for name, m in declared if not m["when"]} <= {name for name, _ in carried}
-    head = next(line for line in markdown.read_text().splitlines() if line.startswith("| rank | server |"))
-    assert head.strip("| ").split(" | ")[2:] == [client_module.column(m) for _, m in carried if m["table"]]
-    if sys.platform.startswith("linux"):  # echo_reuseport.py's workers, measured from outside
-        assert "CPU per worker s" in head
-
-
-@pytest.mark.slow
 def test_latency_reflects_a_known_delay(echo_server):
     figures, _ = client_json("--port", str(echo_server("delay")), "--clients", "2", "--connects", "1", "--messages", "5")
     assert figures["errors"] == 0
@@ -142,10 +126,9 @@ def test_too_many_clients_for_the_descriptor_limit_says_so(echo_server):
 @pytest.mark.windows
 @pytest.mark.slow
 def test_all_names_every_server_and_leaves_no_process(tmp_path):
-    markdown, chart = tmp_path / "results.md", tmp_path / "results.svg"
     before = echo_processes()
     measured, stderr = client_json("--all", "--clients", "3", "--connects", "1", "--messages", "3", "--repeat", "1",
-                                   "--procs", "1", "--markdown", str(markdown), "--svg", str(chart), timeout=300)
+                                   "--procs", "1", timeout=300)
     tables = measured["tables"]
     rows = {row["server"]: row for row in tables[0]["rows"]}
     # Where the interpreter is not a Unix one, the Unix-only patterns are skipped, each with its line.
@@ -154,9 +137,9 @@ def test_all_names_every_server_and_leaves_no_process(tmp_path):
     assert set(measured.get("skipped", {})) == set(SERVERS) - runs_here
     assert all(not row["failed"] and row["messages"] == 9 for row in rows.values()), rows
     assert "warm-up" in stderr and "run 1" in stderr  # progress
-    text = markdown.read_text()
+    text = draw.markdown(draw.from_json(measured))  # as bench/draw.py writes the records, here on Linux
     assert all(name in text for name in SERVERS)
-    ET.parse(str(chart))  # well-formed SVG
+    ET.fromstring(draw.chart(draw.from_json(measured)["tables"], []))  # well-formed SVG
     assert not echo_processes() - before, "client.py --all stops every server it started"
 
 
@@ -510,17 +493,6 @@ def test_procs_defaults_to_the_cpus_it_may_run_on():
     assert "one per CPU it may run on, {})".format(len(os.sched_getaffinity(0))) in " ".join(whole.split())
 
 
-def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):
-    """The closed-loop chart draws the figure the README says to read first, the cheapest server on top."""
-    c = client_module
-    rows = [c.Run(server="echo_fast.py", msgs_per_s=900.0, msgs_per_server_cpu_s=100.0),
-            c.Run(server="echo_cheap.py", msgs_per_s=100.0, msgs_per_server_cpu_s=900.0),
-            c.Run(server="echo_broken.py", failed="it failed")]
-    svg = c.chart([{"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}], [])
-    assert "messages per server CPU-second" in svg and ">900<" in svg
-    assert svg.index("echo_cheap.py") < svg.index("echo_fast.py") < svg.index("echo_broken.py")
-
-
 # ---- --all: ranked by messages per server CPU-second, for a terminal of 100 columns
 
 def all_table(client_module, rows, scenario="article-100"):
@@ -538,7 +510,7 @@ def test_all_ranks_by_messages_per_server_cpu_second_and_says_so(client_module):
             run(server="echo_middle.py", msgs_per_s=70000.0, msgs_per_server_cpu_s=80000.0, server_cpu_s=0.3)]
     table = all_table(client_module, rows)
     assert [r.server for r in table["rows"]] == ["echo_cheap.py", "echo_middle.py", "echo_fast.py", "echo_broken.py"]
-    heading = client_module.table_markdown(table)[0]
+    heading = draw.table_markdown(table)[0]
     assert "ranked by messages per server CPU-second" in heading, heading
     text = client_module.terminal_text([table])
     assert "ranked by messages per server CPU-second" in " ".join(text.split())
@@ -547,12 +519,12 @@ def test_all_ranks_by_messages_per_server_cpu_second_and_says_so(client_module):
     unmeasured = [run(server="echo_a.py", msgs_per_s=1.0), run(server="echo_b.py", msgs_per_s=2.0)]
     table = all_table(client_module, unmeasured)
     assert [r.server for r in table["rows"]] == ["echo_b.py", "echo_a.py"]
-    assert "ranked by msgs/s" in client_module.table_markdown(table)[0]
+    assert "ranked by msgs/s" in draw.table_markdown(table)[0]
 
 
 def test_all_fits_a_terminal_of_100_columns(client_module):
-    """Every figure of every row stays in --markdown; the terminal gets lines of 100 columns at most, even
-    with long server names, a long failure and a sweep."""
+    """Every figure of every row stays in the Markdown (bench/draw.py); the terminal gets lines of 100 columns
+    at most, even with long server names, a long failure and a sweep."""
     run = client_module.Run
     rows = [run(server="echo_shared_socket.py --accept exclusive --workers 16 --backlog 4096", msgs_per_s=123456.0,
                 msgs_per_server_cpu_s=1234567.0, server_cpu_s=12.34, server_cpu_resolution_s=0.02, p99_ms=1234.0,
@@ -568,8 +540,8 @@ def test_all_fits_a_terminal_of_100_columns(client_module):
                                        {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks " * 3})
     assert max(len(line) for line in text.splitlines()) <= 100, text
     assert "echo_simple.py failed" in text and "pingpong-sweep" in text and "echo_epoll.py" in text
-    markdown = "\n".join(client_module.table_markdown(all_table(client_module, rows)))
-    assert max(len(line) for line in markdown.splitlines()) > 100  # the full table is --markdown's
+    markdown = "\n".join(draw.table_markdown(all_table(client_module, rows)))
+    assert max(len(line) for line in markdown.splitlines()) > 100  # the full table is the Markdown's
 
 
 def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module):

@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -162,42 +161,6 @@ def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_
     slow, slowest = figures["responses_100ms_or_more"], figures["responses_1s_or_more"]
     assert 0.5 * rate * pause <= slow <= 1.5 * rate * pause, figures
     assert slowest <= slow and (slowest > 0) == (figures["max_ms"] >= 1000), figures
-
-
-@pytest.mark.slow
-def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path, client_module):
-    markdown, chart = tmp_path / "sweep.md", tmp_path / "sweep.svg"
-    servers = ("echo_epoll.py", "echo_selectors.py")
-    before = echo_processes()
-    result = client("--all", "--servers", "epoll,selectors", "--rate", "100:200:100", "--duration", "1",
-                    "--procs", "1", "--json", "--markdown", str(markdown), "--svg", str(chart), timeout=120)
-    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
-    assert not echo_processes() - before, "client.py --all stops every server it started"
-    measured = json.loads(result.stdout)
-    sweeps = {sweep["server"]: sweep for sweep in measured["sweeps"]}
-    assert set(sweeps) == set(servers)
-    for sweep in sweeps.values():
-        assert not sweep["failed"] and not sweep["stopped_early"], sweep
-        assert [step["offered_rate"] for step in sweep["steps"]] == [100, 200]
-        assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
-    assert len(progress_lines(result.stderr)) >= 4, "one progress line per step"
-    lines = markdown.read_text().splitlines()
-    # Each server's steps: a column per table figure its step records declare, and the JSON carries them.
-    columns = [client_module.column(m) for _, m in client_module.figures_of(client_module.Step) if m["table"]]
-    heads = [line.strip("| ").split(" | ") for line in lines if line.startswith("| offered/s |")]
-    assert heads == [columns] * len(servers), heads
-    assert all(set(name for name, m in client_module.figures_of(client_module.Step) if not m["when"]) <= set(step)
-               for sweep in sweeps.values() for step in sweep["steps"])
-    for name, sweep in sweeps.items():
-        assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
-                   for line in lines), "the markdown names {}'s knee".format(name)
-    root = ET.parse(str(chart)).getroot()  # well-formed
-    texts = " ".join("".join(element.itertext()) for element in root.iter("{http://www.w3.org/2000/svg}text"))
-    assert all(name[len("echo_"):-len(".py")] in texts for name in servers), "a legend names each server"
-    for graph in ("reply", "response", "error"):
-        assert graph in texts.lower(), "a graph of {} against offered rate".format(graph)
-    lines_drawn = list(root.iter("{http://www.w3.org/2000/svg}polyline"))
-    assert len(lines_drawn) >= 3 * len(servers), "a line per server in each of the three graphs"
 
 
 def test_the_sweep_preset_is_offered():

@@ -13,11 +13,21 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def test_the_documents_are_what_the_kept_measurements_give(tmp_path):
+    """Every document, and each picture of kept traces (bench/timelines.py's): there exactly where its traces
+    are kept, and what they give."""
+    import regenerate
     subprocess.run([sys.executable, str(ROOT / "bench" / "regenerate.py"), "--render", "--to", str(tmp_path)],
                    cwd=str(ROOT), check=True, timeout=60)
     for name in DOCUMENTS:
         assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
             "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
+    for name, folder in regenerate.TRACED.items():
+        kept = (folder / "meta.json").exists()
+        assert (ROOT / name).exists() == kept == (tmp_path / name).exists(), \
+            "{} is drawn from {}: both or neither".format(name, folder.relative_to(ROOT))
+        if kept:
+            assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
+                "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
 
 
 def test_every_part_was_measured_and_says_where():
@@ -40,15 +50,21 @@ def test_no_path_of_the_measuring_machine_is_in_the_results():
         assert not found, "{} names paths of the machine it was measured on: {}".format(name, found)
 
 
-def test_regenerate_uses_client_py_through_its_api_alone():
-    """bench/regenerate.py reads client.py's --json output back and writes figures, tables and charts with the
-    functions client.py declares for it (client.API), each documented, and with nothing else of client.py."""
+def test_bench_draws_with_client_py_through_its_api_alone():
+    """bench/draw.py and bench/regenerate.py read client.py's --json output back and write figures, tables and
+    charts with what client.py declares for them (client.API), each named in CLIENT.md and each function
+    documented, and with nothing else of client.py."""
+    import inspect
     import re
     sys.path.insert(0, str(ROOT))
     import client
-    used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / "regenerate.py").read_text())) - {"py", "API"}
-    assert used and used <= set(client.API), sorted(used - set(client.API))
-    assert all(getattr(client, name).__doc__ for name in client.API)
+    for script in ("draw.py", "regenerate.py", "timelines.py"):
+        used = set(re.findall(r"\bclient\.([A-Za-z_]\w*)", (ROOT / "bench" / script).read_text())) - {"py", "API"}
+        assert used and used <= set(client.API), (script, sorted(used - set(client.API)))
+    declared = (ROOT / "CLIENT.md").read_text().split("## client.py as a module")[1].split("\n## ")[0]
+    assert all("`{}".format(name) in declared for name in client.API), [
+        name for name in client.API if "`{}".format(name) not in declared]
+    assert all(getattr(client, name).__doc__ for name in client.API if inspect.isfunction(getattr(client, name)))
 
 
 def test_the_header_names_each_sitting_the_parts_were_measured_in():

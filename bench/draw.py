@@ -1,0 +1,547 @@
+# SPDX-License-Identifier: 0BSD
+"""Draw what client.py measured: its --all --json output as Markdown tables and SVG charts.
+
+    python3 client.py --all --json > results.json
+    python3 bench/draw.py results.json --markdown results.md --svg results.svg
+
+client.py measures and writes records; this draws them (../shared/STYLE.md, habit 20). It writes what
+`client.py --all --markdown FILE --svg FILE` wrote before those flags moved here: the Markdown of every
+figure (each closed-loop table, then the open-loop sweeps' knees and steps, then the servers skipped) and a
+chart (the closed-loop bars, the sweeps' three graphs as a row of panels per server, or both stacked).
+It also draws client.py --trace's files as timelines (kept_timelines(): a panel per server, a row per
+connection, one time axis), which bench/timelines.py records. bench/regenerate.py writes RESULTS.md,
+SWEEPS.md, results.svg, openloop.svg, timelines.svg and stall.svg from what is kept in bench/results/ with
+the same functions. Stdlib only; of client.py, what its API declares (client.API: the records and their
+formatters).
+"""
+import argparse
+import html
+import json
+import math
+import sys
+import textwrap
+from pathlib import Path
+
+from common import client
+
+
+# ---- client.py's records, read back
+
+def from_json(results):
+    """client.py --all --json's output (a dict) read back as --all holds it: each table's workload a Workload
+    and its rows Runs, each sweep's workload a Workload and its steps Steps; the rest as it is."""
+    return dict(results, tables=[dict(t, workload=client.Workload(**t["workload"]),
+                                      rows=[client.Run(**r) for r in t["rows"]]) for t in results.get("tables", [])],
+                sweeps=[dict(s, workload=client.Workload(**s["workload"]),
+                             steps=[client.Step(**step) for step in s["steps"]]) for s in results.get("sweeps", [])])
+
+
+def figure_text(name, value):
+    """The figure `name` of a Run or a Step (p99_ms, offered_rate, ...) written as client.py writes it: "-"
+    where there is none."""
+    declared = dict(client.figures_of(client.Step), **dict(client.figures_of(client.Run)))
+    return client.cell(declared[name], value)
+
+
+# ---- Markdown
+
+def markdown(results):
+    """client.py --all's results (from_json()) as Markdown: each closed-loop table, then the open-loop sweeps,
+    then the servers that cannot run there."""
+    lines = ["Measured by `python3 client.py --all` on {}.".format(results.get("machine", "a machine not named")), ""]
+    for table in results["tables"]:
+        lines += table_markdown(table)
+    lines += sweeps_markdown(results["sweeps"])
+    skipped = results.get("skipped")
+    if skipped:
+        lines += ["Skipped, as they cannot run here:", ""] + [
+            "- " + client.skipped_text(name, why) for name, why in sorted(skipped.items())] + [""]
+    return "\n".join(lines)
+
+
+def table_markdown(table):
+    """One closed-loop scenario: a heading that says the workload, then the servers ranked."""
+    w = table["workload"]
+    lines = ["### " + client.table_heading(table), ""]
+    if w.hold:
+        lines += ["All connections opened ({} connects in flight, at most {:,.0f} started a second) and held, then "
+                  "the messages; msgs/s and MB/s are over the echo phase. A connect of {:g} s or more waited on a "
+                  "SYN retry (the server's listen queue was full). Bounds: a connect {:g} s, an echo {:g} s, the "
+                  "whole run {:g} s.".format(w.connecting, w.connect_pace, client.SYN_RETRY, w.connect_timeout,
+                                             w.timeout, w.budget), ""]
+    good = [r for r in table["rows"] if not r.failed]
+    lines += client.table_lines(good, [("rank", lambda r: str(good.index(r) + 1)),
+                                       ("server", lambda r: r.server)])[:-1]
+    lines += ["| - | {} | failed: {} |".format(r.server, r.failed) for r in table["rows"] if r.failed]
+    return lines + [""]
+
+
+def sweeps_markdown(sweeps):
+    """The open-loop sweeps: the knees ranked, then each server's steps (client.py's sweep_markdown(), which a
+    single server's sweep prints)."""
+    if not sweeps:
+        return []
+    w, rates = sweeps[0]["workload"], sweeps[0]["rates"]
+    lines = ["### {}: open loop, {} connections/s, {:g} s each, {} exchange{} of {} B per connection".format(
+        sweeps[0]["scenario"], client.rates_text(rates), w.duration, w.messages, "s" if w.messages > 1 else "",
+        w.size), "",
+        "Connections start on a clock, whether or not earlier ones have finished; a response time counts from the "
+        "connection's scheduled start to its last echo. {}; the client must have kept its schedule.".format(
+            client.knee_rule_text().capitalize()), "",
+        "| knee rank | server | knee connections/s | p99 ms at the knee | highest offered/s | replies/s there "
+        "| errors there |", "|---:|---|---:|---:|---:|---:|---:|"]
+    for place, s, at_knee in client.ranked_knees(sweeps):
+        top = s["steps"][-1] if s["steps"] else client.Step()
+        lines.append("| {} | {} | {} | {} | {} | {} | {} |".format(
+            place, s["server"], client.knee_text(s), figure_text("p99_ms", at_knee.p99_ms) if at_knee else "-",
+            figure_text("offered_rate", top.offered_rate), figure_text("reply_rate", top.reply_rate),
+            figure_text("errors", top.errors)))
+    lines.append("")
+    for s in sweeps:
+        lines += client.sweep_markdown(s["server"], s)
+    return lines
+
+
+# ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document
+
+BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
+# The sweeps' small multiples: a row per server, a column per figure, every panel this size.
+CELL_W, CELL_H, CELL_GAP, ROW_GAP, GRID_TOP = 220, 56, 62, 16, 126
+LINE, KNEE = "#1f5fa8", "#d9480f"  # a server's lines; its knee
+
+
+def chart(tables, sweeps):
+    """The --svg file: the bars of the closed-loop tables, the three graphs of the sweeps, or both stacked."""
+    figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
+    parts, y = [], 0
+    for _, height, figure in figures:
+        parts += ['<g transform="translate(0,{})">'.format(y), *figure, "</g>"]
+        y += height
+    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+                      'font-family="sans-serif" font-size="12">'.format(max(f[0] for f in figures), y),
+                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
+
+
+def svg_text(x, y, text, **attributes):
+    """A <text> element; attributes as keywords, font_weight="bold" for font-weight="bold"."""
+    extra = "".join(' {}="{}"'.format(k.replace("_", "-"), v) for k, v in attributes.items())
+    return '<text x="{}" y="{}"{}>{}</text>'.format(round(x, 1), round(y, 1), extra, html.escape(str(text)))
+
+
+class Scale:
+    """Values to pixels along one axis, from `start` over `length` pixels (negative: upwards):
+    linear from low to high, or log10 over the whole decades low..high."""
+
+    def __init__(self, low, high, start, length, log=False):
+        self.low, self.high, self.start, self.length, self.log = low, high, start, length, log
+
+    def __call__(self, value):
+        if self.log:
+            value = math.log10(max(value, 10.0 ** self.low))
+        return self.start + self.length * (value - self.low) / (self.high - self.low)
+
+    def ticks(self, count):
+        """[(value, label)] at round values: every decade on a log scale."""
+        if self.log:
+            return [(10.0 ** d, tick_text(10.0 ** d) if d >= 0 else "{:g}".format(10.0 ** d))
+                    for d in range(self.low, self.high + 1)]
+        step = nice_step(self.high - self.low, count)
+        first = math.ceil(self.low / step - 1e-9) * step
+        values = [round(first + n * step, 10) for n in range(int((self.high - first) / step + 1e-9) + 1)]
+        return [(t, tick_text(t)) for t in values]
+
+
+def y_axis(x, y, count=5, ticks=None, size=12):
+    """Horizontal grid lines across the plot, labelled on its left (ticks: [(value, label)], else y's own)."""
+    return [part for value, label in (ticks or y.ticks(count)) for part in (
+        '<line x1="{0}" x2="{1}" y1="{2:.1f}" y2="{2:.1f}" stroke="#e4e4e4"/>'.format(x.start, x.start + x.length,
+                                                                                      y(value)),
+        svg_text(x.start - 6, y(value) + size / 3, label, text_anchor="end", fill="#444", font_size=size))]
+
+
+def x_axis(x, bottom, label=None, count=8, above=False, unit=""):
+    """Ticks and their labels under the plot (above it: above=True), then what the axis measures (or its unit
+    after the last tick's label)."""
+    way = -1 if above else 1
+    ticks = x.ticks(count)
+    ticks[-1:] = [(value, text + unit) for value, text in ticks[-1:]]
+    parts = [part for value, text in ticks for part in (
+        '<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#444"/>'.format(x(value), bottom, bottom + 4 * way),
+        svg_text(x(value), bottom + (17 if way > 0 else -8), text, text_anchor="middle", fill="#444"))]
+    return parts + ([svg_text(x.start + x.length / 2, bottom + 33 * way + (0 if way > 0 else 8), label,
+                              text_anchor="middle", fill="#444")] if label else [])
+
+
+def nice_step(span, count):
+    """A step of 1, 2, 2.5 or 5 x 10^k giving about count ticks over span."""
+    magnitude = 10 ** math.floor(math.log10(span / count))
+    return next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= span / count * 0.999)
+
+
+def nice_ceiling(value):
+    """The first tick at or above value: where a linear axis from 0 ends."""
+    step = nice_step(value, 5)
+    return math.ceil(value / step - 1e-9) * step
+
+
+def tick_text(value):
+    return "{:,.0f}".format(value) if value == int(value) else "{:,g}".format(value)
+
+
+def bars_svg(tables):
+    """Horizontal bars per server, one panel per scenario, each on its own scale: messages per server
+    CPU-second, the figure to read first (messages/s where the server's CPU was not measured), or, where
+    the servers ran --work on held connections (c10k-cpu: one message each), the echo phase in seconds."""
+    left = 20 + 7 * max([len(r.server) for t in tables for r in t["rows"]] + [20])  # room for the names
+    # One scenario: its workload is the title (the heading less its ranking, which the bars' label says).
+    title = "Closed loop: each scenario on its own scale" if len(tables) > 1 else \
+        "Closed loop, " + client.table_heading(tables[0]).rsplit("; ", 1)[0]
+    parts = [svg_text(10, 20, title, font_size=14, font_weight="bold")]
+    y = 40
+    for table in tables:
+        key, label, unit, spec = ("echo_phase_s", "echo phase (shorter is faster)", "seconds", "{:,.2f} s") if (
+            table["server_work"] and table["workload"].hold) else (
+            "msgs_per_server_cpu_s", "messages per server CPU-second (median of the measured runs; longer is "
+            "cheaper)", "messages per server CPU-second", "{:,.0f}") if all(
+            r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
+            "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "messages/s", "{:,.0f}")
+        x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
+        parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
+        y += 22
+        best = (lambda v: v) if key == "echo_phase_s" else (lambda v: -v)  # the best bar first
+        for r in sorted(table["rows"], key=lambda r: (r.failed is not None or getattr(r, key) is None,
+                                                      best(getattr(r, key) or 0))):
+            parts.append(svg_text(left - 6, y + 12, r.server, text_anchor="end"))
+            if r.failed or getattr(r, key) is None:
+                parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
+            else:
+                length = max(1, round(x(getattr(r, key)) - left))
+                parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR),
+                          svg_text(left + length + 4, y + 12, spec.format(getattr(r, key)))]
+            y += BAR + BAR_GAP
+        parts += x_axis(x, y, unit, count=5)
+        y += 48
+    return left + BAR_W + 120, y, parts
+
+
+def sweep_svg(sweeps):
+    """Small multiples against the offered rate: a row per server (the highest knee first), its reply rate,
+    its response time (p99, p50 dashed) and its errors, every column on one scale, every row on one x axis."""
+    points = [step for sweep in sweeps for step in sweep["steps"]]
+    offered = [step.offered_rate for step in points] or [0, 1]
+    x_low, x_high = min(offered), max(offered)
+    if x_low == x_high:  # one step: give it some room
+        x_low, x_high = x_low * 0.9, x_high * 1.1 + 1
+    columns = sweep_panels(points, x_high)
+    names = 12 + 7 * max(len(s["server"]) for s in sweeps)  # bold names, right-aligned before the first panel
+    xs = [Scale(x_low, x_high, names + CELL_GAP + n * (CELL_W + CELL_GAP), CELL_W) for n in range(len(columns))]
+    parts = [svg_text(10, 22, "Open loop: each server against the offered connection rate", font_size=15,
+                      font_weight="bold"),
+             svg_text(10, 42, "A row per server, the highest knee first; the panels of a column share their scales. "
+                              "Ringed, with a dotted upright line: the knee,", fill="#444"),
+             svg_text(10, 58, knee_rule_text_short(), fill="#444")]
+    for x, (title, note, _, _, _) in zip(xs, columns):
+        parts += [svg_text(x.start, GRID_TOP - 50, title, font_weight="bold"),
+                  svg_text(x.start, GRID_TOP - 36, note, fill="#444", font_size=11),
+                  *x_axis(x, GRID_TOP, count=4, above=True)]
+    ranked = [s for _, s, _ in client.ranked_knees(sweeps)]
+    for row, sweep in enumerate(ranked):
+        top = GRID_TOP + row * (CELL_H + ROW_GAP)
+        said = "failed" if sweep["failed"] and not sweep["steps"] else "no knee" if sweep["knee"] is None else \
+            "knee " + client.knee_text(sweep, "/s")
+        parts += [svg_text(names, top + CELL_H / 2 - 2, sweep["server"], text_anchor="end", font_weight="bold"),
+                  svg_text(names, top + CELL_H / 2 + 13, said, text_anchor="end", fill="#555")]
+        knee_step = next((s for s in sweep["steps"] if s.offered_rate == sweep["knee"]), None)
+        for n, (x, (_, _, y_range, log, figures)) in enumerate(zip(xs, columns)):
+            y = Scale(*y_range, top + CELL_H, -CELL_H, log=log)
+            ticks = [(v, label) for v, label in y.ticks(3)]
+            if log and len(ticks) > 3:  # a label every other decade; a grid line at each
+                ticks = [(v, label if i % 2 == (len(ticks) - 1) % 2 else "") for i, (v, label) in enumerate(ticks)]
+            parts += [*y_axis(x, y, ticks=ticks, size=10),
+                      '<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
+                          x.start, top, CELL_W, CELL_H)]
+            if n == 0:  # where a server that keeps up lies: replies = offered
+                parts.append('<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#aaa" '
+                             'stroke-dasharray="2,3"/>'.format(x(x_low), y(x_low), x(x_high), y(min(x_high,
+                                                                                                   y_range[1]))))
+            if knee_step:
+                parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="{3}" stroke-width="1.2" '
+                             'stroke-dasharray="2,2"/>'.format(x(sweep["knee"]), top, top + CELL_H, KNEE))
+            for k, (figure, style) in enumerate(figures):
+                parts += server_line(sweep, figure, x, y, LINE, style, k == 0)
+            if n == 0 and knee_step:  # the knee, ringed on the reply rate
+                parts.append('<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="none" stroke="{}" stroke-width="2"/>'
+                             .format(x(sweep["knee"]), y(knee_step.reply_rate), KNEE))
+            if not sweep["steps"]:
+                parts.append(svg_text(x.start + CELL_W / 2, top + CELL_H / 2 + 4, "no step", text_anchor="middle",
+                                      fill="#a00"))
+    bottom = GRID_TOP + len(ranked) * (CELL_H + ROW_GAP) - ROW_GAP
+    for x in xs:
+        parts += x_axis(x, bottom, "offered rate (connections/s)", count=4)
+    return xs[-1].start + CELL_W + 20, bottom + 48, parts
+
+
+def knee_rule_text_short():
+    """client.py's knee rule, said after "the knee," (its own words begin "the knee is")."""
+    return client.knee_rule_text().replace("the knee is ", "", 1) + "."
+
+
+def sweep_panels(points, x_high):
+    """[(title, note, (low, high), log scale?, [(figure of a step, line style), ...])] for the three columns."""
+    # Reply rate: from 0, up to the higher of what was offered and what came back.
+    reply_top = nice_ceiling(max([step.reply_rate for step in points] + [x_high]))
+    # Response time: log scale, whole decades, since milliseconds under the knee and
+    # seconds past it must both be read on one axis.
+    times = [getattr(step, key) for step in points for key in ("p50_ms", "p99_ms") if getattr(step, key)]
+    low_decade = math.floor(math.log10(max(min(times), 0.01))) if times else -1
+    high_decade = max(low_decade + 2, math.ceil(math.log10(max(times))) if times else 2)
+    error_top = min(100.0, nice_ceiling(max([client.error_share(step) for step in points] + [1.0])))
+    errors = any(step.errors for step in points)
+    return [
+        ("Reply rate, connections/s", "completed a second; dotted: replies = offered", (0, reply_top), False,
+         [(lambda s: s.reply_rate, "")]),
+        ("Response time, ms (log scale)", "from the scheduled start: p99 solid, p50 dashed",
+         (low_decade, high_decade), True,
+         [(lambda s: s.p99_ms, ""), (lambda s: s.p50_ms, ' stroke-dasharray="4,3" stroke-opacity="0.8"')]),
+        ("Errors, %", "of the connections attempted" + ("" if errors else ": none at any step"), (0, error_top), False,
+         [(client.error_share, "")]),
+    ]
+
+
+def server_line(sweep, figure, x, y, colour, style, dots):
+    """One server's line on one graph; a step without a figure (no reply at all) breaks
+    the line rather than dropping it to 0."""
+    runs, run = [], []
+    for step in sweep["steps"]:
+        v = figure(step)
+        if v is None or (y.log and v <= 0):
+            runs, run = runs + [run], []
+        else:
+            run.append((x(step.offered_rate), y(v)))
+    parts = []
+    for run in filter(None, runs + [run]):
+        parts.append('<polyline fill="none" stroke="{}" stroke-width="1.6"{} points="{}"/>'.format(
+            colour, style, " ".join("{:.1f},{:.1f}".format(*p) for p in run)))
+        if dots:
+            parts += ['<circle cx="{:.1f}" cy="{:.1f}" r="1.8" fill="{}"/>'.format(px, py, colour) for px, py in run]
+    return parts
+
+
+# ---- timelines: who is served when, from client.py --trace's files (bench/timelines.py keeps them)
+
+WAIT, SERVED, ECHO, STALLED, STALL_SERVED = "#c8c8c8", "#a9c8ea", "#173f73", "#d9480f", "#f6c3a8"
+PANEL_W, PANEL_GAP_X, PANEL_GAP_Y, PANEL_LEFT = 300, 46, 78, 30
+
+
+def read_trace(path):
+    """A client.py --trace file: (its run line, its connection lines). Lines another program wrote on the same
+    clock (bench/timelines.py's stalled client) are connection lines with "worker": null and a "who"."""
+    lines = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
+    if not lines or lines[0].get("trace") != 1:
+        raise ValueError("{} is not a client.py --trace file (its first line is not the run's)".format(path))
+    return lines[0], lines[1:]
+
+
+def echoes(connection):
+    """When each of a connection's echoes was complete, in order (those that never came left out)."""
+    return [echoed for _, echoed in connection["messages"] if echoed is not None]
+
+
+def served(connection):
+    """(first echo, last echo): the span in which the server was serving this connection, or None if no echo
+    came back. Before it, from connect() on, the connection waited."""
+    done = echoes(connection)
+    return (done[0], done[-1]) if done else None
+
+
+def longest_gap(connections, start, end):
+    """The longest wait between two echoes of the same connection (or from its connect() to its first) that
+    overlaps [start, end], over connections: what the others waited while one stalled."""
+    gaps = [b - a for c in connections for a, b in zip([c["connect"][0]] + echoes(c), echoes(c))
+            if b > start and a < end]
+    return max(gaps, default=None)
+
+
+def timeline_rows(connections):
+    """The rows of a panel: the connections in the order each was first served (then by connect() start),
+    the stalled client's last."""
+    return sorted(connections, key=lambda c: (c.get("who") is not None, (served(c) or (math.inf,))[0],
+                                              c["connect"][0]))
+
+
+def timelines_svg(title, panels, caption, columns=3, row_h=8):
+    """Small multiples of timelines: [(label, note, connections)] as panels, a row per connection, one time
+    axis (seconds from each run's start) shared by every panel; caption: paragraphs said under the title."""
+    end = max([c["end"] for _, _, cs in panels for c in cs if c.get("end") is not None] + [1e-3])
+    most = max([len(cs) for _, _, cs in panels] + [1])
+    plot_h = most * row_h
+    width = PANEL_LEFT + columns * PANEL_W + (columns - 1) * PANEL_GAP_X + 20
+    parts = [svg_text(10, 24, title, font_size=15, font_weight="bold")]
+    y = 46
+    for paragraph in caption:
+        for line in wrapped(paragraph, (width - 20) / 6.3):
+            parts.append(svg_text(10, y, line, fill="#333"))
+            y += 16
+        y += 4
+    key, y = legend(10, y + 8, width - 20, any(c.get("stall") for _, _, cs in panels for c in cs))
+    parts += key
+    top = y + 46
+    x = None
+    for n, (label, note, connections) in enumerate(panels):
+        left = PANEL_LEFT + (n % columns) * (PANEL_W + PANEL_GAP_X)
+        ptop = top + (n // columns) * (plot_h + PANEL_GAP_Y)
+        x = Scale(0, nice_ceiling(end), left, PANEL_W)
+        parts += ['<g class="panel" data-server="{}">'.format(html.escape(label)),
+                  svg_text(left, ptop - 21, label, font_weight="bold"),
+                  svg_text(left, ptop - 6, note, fill="#444", font_size=11)]
+        for value, _ in x.ticks(5):
+            parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#eee"/>'.format(
+                x(value), ptop, ptop + plot_h))
+        for row, c in enumerate(timeline_rows(connections)):
+            parts += timeline_row(c, x, ptop + row * row_h, row_h)
+        for stalled in (c for c in connections if c.get("stall")):  # over the rows: who was served meanwhile
+            a, b = stalled["stall"]
+            parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}" fill-opacity="0.22" '
+                         'stroke="{}" stroke-dasharray="3,2"/>'.format(x(a), ptop, max(1.0, x(b) - x(a)), plot_h,
+                                                                       STALLED, STALLED))
+        parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
+            left, ptop, PANEL_W, plot_h), *x_axis(x, ptop + plot_h, count=5, unit=" s"), "</g>"]
+    bottom = top + ((len(panels) + columns - 1) // columns) * (plot_h + PANEL_GAP_Y) - PANEL_GAP_Y + 24
+    parts.append(svg_text(width / 2, bottom + 14, "seconds from the run's start: the same axis in every panel",
+                          text_anchor="middle", fill="#444"))
+    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+                      'font-family="sans-serif" font-size="12">'.format(width, bottom + 28),
+                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
+
+
+def timeline_row(c, x, top, row_h):
+    """One connection: waiting (connect() to the first echo) grey and thin, served (first to last echo) blue,
+    a tick at each echo; the stalled client's in its own colour, its sends as hollow ticks; a failure in red."""
+    first = c["connect"][0]
+    span = served(c)
+    until = span[0] if span else c.get("end") or first
+    colour = STALLED if c.get("who") else ECHO
+    parts = ['<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"/>'.format(
+        x(first), top + row_h / 2 - 1.5, max(0.5, x(until) - x(first)), 3, WAIT)]
+    if span:
+        parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>'.format(
+            x(span[0]), top + 1, max(1.0, x(span[1]) - x(span[0])), row_h - 2, SERVED if not c.get("who")
+            else STALL_SERVED))
+    ticks = " ".join("M{:.1f} {:.1f}v{}".format(x(t), top + 1, row_h - 2) for t in echoes(c))
+    if ticks:
+        parts.append('<path d="{}" stroke="{}" stroke-width="1"/>'.format(ticks, colour))
+    if c.get("who"):  # when each of its sends began: the kernel took some, then its sender blocked
+        parts += ['<path d="{}" stroke="{}" stroke-width="1" fill="none"/>'.format(" ".join(
+            "M{:.1f} {:.1f}h2v{}h-2z".format(x(sent), top + 1, row_h - 2) for sent, _ in c["messages"]), STALLED)]
+    if c.get("how") not in (None, "eof"):
+        parts.append(svg_text(x(c.get("end") or until) + 3, top + row_h - 1, c["how"], fill="#c00", font_size=9))
+    return parts
+
+
+def legend(left, y, width, stall):
+    """The key to a row, above the panels, in as many lines as width needs: (its parts, the last line's y)."""
+    keys = [(lambda at, y: '<rect x="{}" y="{}" width="22" height="3" fill="{}"/>'.format(at, y - 5, WAIT),
+             "waiting: from connect() to the first echo"),
+            (lambda at, y: '<rect x="{}" y="{}" width="22" height="6" fill="{}"/>'.format(at, y - 7, SERVED),
+             "served: from the first echo to the last"),
+            (lambda at, y: '<path d="M{} {}v8" stroke="{}"/>'.format(at + 11, y - 8, ECHO), "an echo")]
+    if stall:
+        keys += [(lambda at, y: '<rect x="{}" y="{}" width="22" height="9" fill="{}" fill-opacity="0.22" stroke="{}" '
+                                'stroke-dasharray="3,2"/>'.format(at, y - 9, STALLED, STALLED),
+                  "while one client reads nothing"),
+                 (lambda at, y: '<path d="M{0} {1}v8 M{2} {1}h2v8h-2z" stroke="{3}" fill="none"/>'.format(
+                     at + 6, y - 8, at + 14, STALLED), "that client: an echo, a send")]
+    parts, at = [], left
+    for shape, text in keys:
+        size = 36 + 6.2 * len(text)
+        if at > left and at + size > left + width:
+            at, y = left, y + 18
+        parts += [shape(at, y), svg_text(at + 28, y, text, fill="#333")]
+        at += size + 8
+    return parts, y
+
+
+def wrapped(text, columns):
+    """text in lines of about columns characters."""
+    return textwrap.wrap(text, int(columns), break_on_hyphens=False) or [""]
+
+
+def kept_timelines(folder):
+    """timelines.svg, or stall.svg, from a folder bench/timelines.py keeps: its meta.json and a trace per server,
+    each panel titled by its server and the flags it ran with, the caption from the meta."""
+    folder = Path(folder)
+    meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
+    stall = "stall_s" in meta
+    panels, taken = [], []
+    for kept in meta["servers"]:
+        _, connections = read_trace(folder / kept["trace"])
+        label = " ".join([kept["server"], *kept["flags"]])
+        if stall:
+            stalled = next((c for c in connections if c.get("stall")), None)
+            gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
+            if stalled and stalled.get("taken_before_blocking"):
+                taken.append(stalled["taken_before_blocking"] / 1e6)
+            note = "the others' longest wait for an echo: {}".format("-" if gap is None else
+                                                                     "{:,.0f} ms".format(gap * 1000))
+        else:
+            ends = [served(c)[1] for c in connections if served(c)]
+            note = "{} connections; the last echo at {:.2f} s".format(len(connections), max(ends)) if ends else \
+                "no echo"
+        failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
+        panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
+    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}, every server " \
+          "run with -q --work {:,}{}.".format(
+              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
+              "CPU a message ({})".format(meta["work_ms"], meta["calibration"]["how"]) if meta.get("work_ms") else
+              " (given, not calibrated)")
+    if stall:
+        caption = [run, "{:g} s after client.py started, one more connection, driven by bench/timelines.py with a "
+                   "socket of its own on the same clock, sends {} MiB in pieces of {} MiB and reads nothing (shaded) "
+                   "until {:g} s after its sender blocked, then reads its whole echo. The kernel took {} MB of it "
+                   "before its sender blocked. Above each panel: the longest the other clients waited for an echo "
+                   "while it read nothing.".format(
+                       meta["stall_after_s"], meta["stalled_bytes"] >> 20, meta["piece"] >> 20, meta["stall_s"],
+                       "-" if not taken else "{:.1f}".format(taken[0]) if len(set(taken)) == 1 else
+                       "{:.1f}-{:.1f}".format(min(taken), max(taken)))]
+        return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
+    caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
+               "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "
+               "panel by a second. "
+               "echo_prefork.py and echo_prethread.py ran with --workers 4, so that their waves show.",
+               "A row is a connection, in the order it was first served. The picture shows order and fairness, not "
+               "speed: who is served when, and who waits meanwhile. How soon a panel ends depends on this machine, "
+               "the client sharing its cores and --work."]
+    return timelines_svg("Who is served when: every server under one small load", panels, caption)
+
+
+# ---- command line
+
+def one_line(message):
+    print("draw.py: error: " + message, file=sys.stderr)
+    sys.exit(2)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="?", default="-", help="client.py --all --json's output (default: stdin)")
+    parser.add_argument("--markdown", metavar="FILE", help="write every figure as Markdown")
+    parser.add_argument("--svg", metavar="FILE", help="draw the results as an SVG chart")
+    parser.error = one_line  # a bad argument is one line, as client.py says it
+    args = parser.parse_args(argv)
+    if not (args.markdown or args.svg):
+        parser.error("nothing to draw: give --markdown FILE, --svg FILE or both")
+    try:
+        results = from_json(json.loads(sys.stdin.read() if args.results == "-" else Path(args.results).read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        parser.error("cannot read client.py --all --json's output from {}: {}".format(args.results, e))
+    if not results["tables"] and not results["sweeps"]:
+        parser.error("{} holds no table and no sweep: is it client.py --all --json's output?".format(args.results))
+    if args.markdown:
+        Path(args.markdown).write_text(markdown(results) + "\n")
+    if args.svg:
+        Path(args.svg).write_text(chart(results["tables"], results["sweeps"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: 0BSD
+"""bench/draw.py: client.py --all --json's records drawn as Markdown and SVG (what client.py --markdown and --svg
+wrote before they moved there), and the old flags answered in one line."""
+import json
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+
+import pytest
+
+from helpers import ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes
+
+import draw  # bench/, which helpers put on the path
+
+SVG = "{http://www.w3.org/2000/svg}"
+
+
+def draw_command(*args, stdin=None):
+    """python3 bench/draw.py with args: its CompletedProcess."""
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "draw.py"), *args], input=stdin,
+                          capture_output=True, text=True, timeout=TIMEOUT * 3)
+
+
+@pytest.mark.slow
+def test_all_writes_in_markdown_the_table_figures_its_json_rows_carry(tmp_path, client_module):
+    """--all's rows are records too: the Markdown table has a column for each table figure the JSON rows
+    carry (the workers' CPU only where a server has a pool of workers), and nothing else."""
+    markdown = tmp_path / "results.md"
+    measured, _ = client_json("--all", "--servers", "epoll,reuseport", "--clients", "3", "--connects", "1",
+                              "--messages", "3", "--repeat", "1", "--procs", "1", timeout=120)
+    drawn = draw_command("-", "--markdown", str(markdown), stdin=json.dumps(measured))  # as from a pipe
+    assert drawn.returncode == 0 and not drawn.stderr, drawn.stderr
+    rows = measured["tables"][0]["rows"]
+    declared = client_module.figures_of(client_module.Run)
+    carried = [(name, m) for name, m in declared if any(row.get(name) is not None for row in rows)]
+    assert {name for name, m in declared if not m["when"]} <= {name for name, _ in carried}
+    head = next(line for line in markdown.read_text().splitlines() if line.startswith("| rank | server |"))
+    assert head.strip("| ").split(" | ")[2:] == [client_module.column(m) for _, m in carried if m["table"]]
+    if sys.platform.startswith("linux"):  # echo_reuseport.py's workers, measured from outside
+        assert "CPU per worker s" in head
+
+
+def test_the_bars_draw_messages_per_server_cpu_second_best_first(client_module):
+    """The closed-loop chart draws the figure the README says to read first, the cheapest server on top."""
+    c = client_module
+    rows = [c.Run(server="echo_fast.py", msgs_per_s=900.0, msgs_per_server_cpu_s=100.0),
+            c.Run(server="echo_cheap.py", msgs_per_s=100.0, msgs_per_server_cpu_s=900.0),
+            c.Run(server="echo_broken.py", failed="it failed")]
+    svg = draw.chart([{"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}], [])
+    assert "messages per server CPU-second" in svg and ">900<" in svg
+    assert svg.index("echo_cheap.py") < svg.index("echo_fast.py") < svg.index("echo_broken.py")
+
+
+@pytest.mark.slow
+def test_sweep_of_every_server_draws_knees_tables_and_three_graphs(tmp_path, client_module):
+    markdown, chart, records = tmp_path / "sweep.md", tmp_path / "sweep.svg", tmp_path / "sweep.json"
+    servers = ("echo_epoll.py", "echo_selectors.py")
+    before = echo_processes()
+    result = client("--all", "--servers", "epoll,selectors", "--rate", "100:200:100", "--duration", "1",
+                    "--procs", "1", "--json", timeout=120)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert not echo_processes() - before, "client.py --all stops every server it started"
+    records.write_text(result.stdout)
+    drawn = draw_command(str(records), "--markdown", str(markdown), "--svg", str(chart))
+    assert drawn.returncode == 0 and not drawn.stderr, drawn.stderr
+    measured = json.loads(result.stdout)
+    sweeps = {sweep["server"]: sweep for sweep in measured["sweeps"]}
+    assert set(sweeps) == set(servers)
+    for sweep in sweeps.values():
+        assert not sweep["failed"] and not sweep["stopped_early"], sweep
+        assert [step["offered_rate"] for step in sweep["steps"]] == [100, 200]
+        assert sweep["knee"] in (100, 200), sweep  # a few hundred connections/s is easy for either
+    progress = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(progress) >= 4, "one progress line per step"
+    lines = markdown.read_text().splitlines()
+    # Each server's steps: a column per table figure its step records declare, and the JSON carries them.
+    columns = [client_module.column(m) for _, m in client_module.figures_of(client_module.Step) if m["table"]]
+    heads = [line.strip("| ").split(" | ") for line in lines if line.startswith("| offered/s |")]
+    assert heads == [columns] * len(servers), heads
+    assert all(set(name for name, m in client_module.figures_of(client_module.Step) if not m["when"]) <= set(step)
+               for sweep in sweeps.values() for step in sweep["steps"])
+    for name, sweep in sweeps.items():
+        assert any(name in line and "knee" in line and "{:,.0f}".format(sweep["knee"]) in line
+                   for line in lines), "the markdown names {}'s knee".format(name)
+    root = ET.parse(str(chart)).getroot()  # well-formed
+    texts = " ".join("".join(element.itertext()) for element in root.iter(SVG + "text"))
+    assert all(name[len("echo_"):-len(".py")] in texts for name in servers), "a legend names each server"
+    for graph in ("reply", "response", "error"):
+        assert graph in texts.lower(), "a graph of {} against offered rate".format(graph)
+    lines_drawn = list(root.iter(SVG + "polyline"))
+    assert len(lines_drawn) >= 3 * len(servers), "a line per server in each of the three graphs"
+
+
+@pytest.mark.parametrize("args", [["--all", "--markdown", "r.md"], ["--all", "--svg", "r.svg"], ["--all", "--svg"],
+                                  ["--port", "7", "--markdown=r.md"]])
+def test_the_old_drawing_flags_say_in_one_line_where_they_went(args):
+    result = client(*args, timeout=TIMEOUT)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1 and "bench/draw.py" in result.stderr, result.stderr
+
+
+def test_draw_says_in_one_line_what_it_cannot_draw(tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    (tmp_path / "empty.json").write_text("{}")
+    for args in ([str(tmp_path / "bad.json"), "--svg", "x.svg"], [str(tmp_path / "empty.json"), "--svg", "x.svg"],
+                 [str(tmp_path / "missing.json"), "--markdown", "x.md"], [str(tmp_path / "empty.json")]):
+        result = draw_command(*args)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr, args
+        assert "error" in result.stderr, result.stderr
+    assert not list(tmp_path.glob("x.*"))
+
+
+def test_the_markdown_names_the_machine_that_measured_and_the_servers_skipped(client_module):
+    results = draw.from_json({"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "tables": [], "sweeps": [],
+                              "skipped": {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks"}})
+    text = draw.markdown(results)
+    assert text.splitlines()[0] == "Measured by `python3 client.py --all` on Some CPU, 2 cores, Python 3.11.7, Linux."
+    assert "- echo_epoll.py needs epoll, which this system lacks" in text
+
+
+# ---- timelines: drawn from client.py --trace's files; these are hand-made, in its format
+
+def trace_line(client_id, start, echoed, how="eof"):
+    """A connection line of the trace format: connect() at start, each message sent right after the echo before."""
+    sent = [start + 0.0002] + [e + 0.00002 for e in echoed[:-1]]
+    return {"worker": 0, "client": client_id, "connection": 0, "connect": [start, start + 0.0002],
+            "messages": [[round(s, 6), round(e, 6)] for s, e in zip(sent, echoed)],
+            "end": round(echoed[-1] + 0.0003, 6) if echoed else start, "how": how}
+
+
+def one_at_a_time(clients=3, messages=20, cost=0.001):
+    return [trace_line(k, 0.01, [0.01 + (k * messages + i + 1) * cost for i in range(messages)])
+            for k in range(clients)]
+
+
+def interleaved(clients=3, messages=20, cost=0.001):
+    return [trace_line(k, 0.01, [0.01 + (i * clients + k + 1) * cost for i in range(messages)])
+            for k in range(clients)]
+
+
+def write_trace(path, connections):
+    run = {"trace": 1, "t0": 12345.678, "clock": "perf_counter", "host": "127.0.0.1", "port": 7777, "workload": {}}
+    path.write_text("".join(json.dumps(line) + "\n" for line in [run, *connections]))
+    return path
+
+
+def kept(folder, servers, shape, stall=None):
+    """A folder as bench/timelines.py keeps it: a trace per server, and meta.json."""
+    folder.mkdir()
+    meta = {"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "python": "3.11.7", "linux": "6.1",
+            "when": "2026-11-28 12:00 UTC", "commit": "abc1234", "load": "12 clients arriving together, each with "
+            "one connection of 20 messages of 32 B", "client": "python3 client.py --port PORT", "work": 70000,
+            "work_ms": 1.01, "calibration": {"how": "measured"}, "servers": []}
+    if stall:
+        meta.update(stall_s=1.0, stall_after_s=0.8, stalled_bytes=16 << 20, piece=1 << 20)
+    for server in servers:
+        connections = shape()
+        if stall:
+            connections.append(dict(trace_line(None, 0.02, [0.4]), worker=None, who="stalled", stall=stall,
+                                    taken_before_blocking=8 << 20))
+        write_trace(folder / (server[:-3] + ".jsonl"), connections)
+        meta["servers"].append({"server": server, "flags": ["--backlog", "16"] if server == "echo_simple.py" else [],
+                                "trace": server[:-3] + ".jsonl"})
+    (folder / "meta.json").write_text(json.dumps(meta))
+    return folder
+
+
+def panels(svg):
+    return [g.get("data-server") for g in ET.fromstring(svg).iter(SVG + "g") if g.get("class") == "panel"]
+
+
+def test_served_intervals_tell_one_at_a_time_from_interleaved():
+    """What the shape test asserts of real traces (tests/test_timelines.py), on hand-made ones."""
+    def overlapping(connections):
+        spans = [draw.served(c) for c in connections]
+        return [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:] if a[0] < b[1] and b[0] < a[1]]
+    assert not overlapping(one_at_a_time()) and len(overlapping(interleaved())) == 3
+
+
+def test_timelines_svg_parses_and_has_a_panel_per_server_the_articles_nine_first(tmp_path):
+    import timelines
+    folder = kept(tmp_path / "timelines", timelines.ORDER, interleaved)
+    svg = draw.kept_timelines(folder)
+    assert panels(svg) == [" ".join([s, "--backlog", "16"]) if s == "echo_simple.py" else s for s in timelines.ORDER]
+    assert set(timelines.ORDER) == set(SERVERS) and timelines.ORDER[:9] == timelines.ARTICLE
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    for said in ("Some CPU, 2 cores, Python 3.11.7, Linux", "12 clients arriving together", "--work 70,000",
+                 "--backlog 16", "order and fairness, not speed", "seconds"):
+        assert said in texts, said
+
+
+def test_a_timeline_row_shows_waiting_apart_from_being_served_and_marks_each_echo(tmp_path):
+    svg = draw.timelines_svg("t", [("echo_simple.py", "", one_at_a_time(clients=2, messages=5))], ["c"])
+    root = ET.fromstring(svg)
+    panel = next(g for g in root.iter(SVG + "g") if g.get("class") == "panel")
+    fills = [r.get("fill") for r in panel.iter(SVG + "rect")]
+    assert fills.count(draw.WAIT) == 2 and fills.count(draw.SERVED) == 2  # a row each, waiting and served
+    ticks = [p.get("d") for p in panel.iter(SVG + "path") if p.get("stroke") == draw.ECHO]
+    assert sum(d.count("M") for d in ticks) == 10  # an echo, a tick
+
+
+def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
+    def stalled_select():  # the others' echoes stop for the whole stall, from 0.1 to 1.1 s
+        return [trace_line(k, 0.0, [0.01 * i for i in range(1, 11)] + [1.1 + 0.01 * i for i in range(10)])
+                for k in range(2)]
+    svg = draw.kept_timelines(kept(tmp_path / "stall", ["echo_select.py"], stalled_select, stall=[0.1, 1.1]))
+    assert panels(svg) == ["echo_select.py"]
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
+    assert "took 8.4 MB" in texts and "until 1 s after its sender blocked" in texts
+    assert draw.STALLED in svg

@@ -1,0 +1,65 @@
+# SPDX-License-Identifier: 0BSD
+"""What bench/timelines.py draws, asserted from the traces themselves, not from the picture: client.py --trace
+against two servers whose shape is known, and the stalled client it drives beside client.py."""
+import json
+import socket
+
+import pytest
+
+from helpers import client, recv_exactly
+
+import draw  # bench/, which helpers put on the path
+import timelines
+
+
+def served_spans(path):
+    """Each connection's served interval (first echo, last echo), from a client.py --trace file."""
+    run, connections = draw.read_trace(path)
+    assert run["trace"] == 1 and run["clock"] == "perf_counter" and isinstance(run["t0"], float)
+    assert len(connections) == 3 and all(c["how"] == "eof" and len(c["messages"]) == 20 for c in connections)
+    assert all(all(sent <= echoed for sent, echoed in c["messages"]) for c in connections)
+    return [draw.served(c) for c in connections]
+
+
+def overlaps(a, b):
+    return a[0] < b[1] and b[0] < a[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script, together", [("echo_simple.py", False), ("echo_select.py", True)])
+def test_a_trace_shows_one_at_a_time_or_interleaved(start_server, tmp_path, script, together):
+    """echo_simple.py serves 3 clients one after another: their served intervals (first echo to last) never
+    overlap. echo_select.py interleaves them: every two overlap. --work makes each message last long enough
+    (about a millisecond) for the order to be the servers', not the clock's resolution."""
+    server = start_server(script, "-q", "--work", "50000")
+    path = tmp_path / "trace.jsonl"
+    result = client("--port", str(server.port), "--clients", "3", "--connects", "1", "--messages", "20",
+                    "--trace", str(path))
+    assert result.returncode == 0, result.stderr
+    spans = served_spans(path)
+    pairs = [(a, b) for i, a in enumerate(spans) for b in spans[i + 1:]]
+    assert [overlaps(a, b) for a, b in pairs] == [together] * 3, spans
+
+
+@pytest.mark.slow
+def test_the_stalled_client_fills_the_buffers_reads_nothing_then_its_whole_echo(start_server):
+    """The stall's own client: it sends more than the kernel takes before its sender blocks, reads nothing until
+    STALL_S after that, then reads every piece's echo, verified; its line is the trace format's, on the clock it
+    is given."""
+    server = start_server("echo_selectors.py", "-q")
+    stalled = timelines.StalledClient(server.port)
+    stalled.run()
+    line = stalled.trace_line(stalled.start - 5.0)  # as if client.py's run had started 5 s earlier
+    assert line["how"] == "eof" and line["who"] == "stalled" and line["worker"] is None
+    assert len(line["messages"]) == timelines.STALL_BYTES // timelines.PIECE
+    assert all(echoed is not None and sent < echoed for sent, echoed in line["messages"])
+    assert line["connect"][0] == pytest.approx(5.0, abs=1e-6)
+    start, end = line["stall"]
+    assert start < line["sender_blocked"] and timelines.STALL_S <= end - line["sender_blocked"] < \
+        timelines.STALL_S + 1.0, "it read nothing until STALL_S after its sender blocked"
+    assert line["messages"][0][1] > end, "no echo was read during the stall"
+    assert 1 << 20 <= line["taken_before_blocking"] < timelines.STALL_BYTES, "the sender blocked on full buffers"
+    assert json.loads(json.dumps(line)) == line
+    with socket.create_connection(("127.0.0.1", server.port), timeout=5) as after:  # the server still serves
+        after.sendall(b"ping")
+        assert recv_exactly(after, 4) == b"ping"
