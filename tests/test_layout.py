@@ -21,9 +21,11 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # The helpers a lesson calls by name for time, the stop and signals: first below the banner (right
 # after its constants), in this order, in every file but the one that teaches them (TAUGHT_IN).
 HELPERS = ["receive_chunk", "half_close_then_drain", "stop_clients", "on_signal", "half_close", "Deadline", "queued",
-           # the blocking servers': taught in echo_simple.py, wait_ready()'s deadline and the stop by flags
-           "take_stop_signals", "take_child_signals", "accept_client", "receive", "send_echo", "stop_server",
-           "stop_accepting", "stop_child", "stop_threads", "join_threads", "wait_for_threads", "cut",
+           # the blocking servers': wait_ready()'s deadline and the stop by flags, below every banner (issue 43:
+           # the lessons call accept(), recv_into() and send() themselves, and these wait around them)
+           "take_stop_signals", "take_child_signals", "wait_for_client", "serving", "wait_to_receive",
+           "keep_echoing", "waiting_for_room", "stop_server", "stop_accepting", "stop_child", "stop_threads",
+           "join_threads", "wait_for_threads", "cut",
            # the selectors loops': taught in echo_selectors.py, a deadline per client with its send buffer
            "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
            "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal",
@@ -39,8 +41,7 @@ SHARED = HELPERS + ["log", "peer", "shed_connection", "number", "seconds", "argu
           "stop_children"]
 EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
-TAUGHT_IN = {"echo_simple.py": {"take_stop_signals", "accept_client", "receive", "send_echo", "stop_server", "cut"},
-             "echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
+TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              # asyncio's family keeps time with the loop's timers, and stops by cancelling the accept loop
              "echo_asyncio.py": {"receive_chunk", "half_close_then_drain", "stop_clients", "on_signal", "Deadline", "queued"},
              "echo_asyncio_streams.py": {"half_close"},  # TLS has no half-close in asyncio: close_notify instead
@@ -188,31 +189,28 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "stand below this one (SelectorDeadlines, stop_and_flush_buffers(), half_close_flushed(): "
                                        "about 50 lines moved past the banner and its constants), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_fork.py": (200, "a fork per connection (start_worker(): 34 lines), plus the stop every process server shares "
+    "echo_fork.py": (163, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here) "
                           "and a child's (take_child_signals(), stop_child(), stop_accepting() for the parent, in place of "
-                          "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only); "
-                          "the helpers taught above echo_simple.py's banner stand below this one (diff shows the banner "
-                          "and its constants moving past them: about 30 lines)"),
-    "echo_prefork.py": (132, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+                          "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only)"),
+    "echo_prefork.py": (131, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
-                             "34 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
+                             "28 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner)"),
     "echo_asyncio.py": (351, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the read and the stop's drain helpers (receive_chunk(), half_close_then_drain(): 22 lines); the loop watches its own wake-up "
                              "pipe (echo_simple.py's wakeup_pipe() and wait_ready() go: 30 lines), and the blocking helpers echo_simple.py teaches (take_stop_signals() to cut(): 90 lines) go; on Windows, a selector loop of its own with a socket pair a signal wakes (run_selector_loop(), and a line for Python 3.10, which has no loop factory; the wake-up socket quiet when full), where echo_simple.py's after_grace() goes: 48 lines"),
-    "echo_thread.py": (131, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
-                           "send() (the socket's timeout: only the main thread hears signals); the threads' stop "
-                           "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
-                           "stop_server() and echo_simple.py's after_grace() (the main thread waits out the grace itself: "
-                           "33 lines); the helpers taught above echo_simple.py's banner stand below this one (diff shows "
-                           "the banner and its constants moving past them: about 14 lines)"),
-    "echo_prethread.py": (91, "threads that take turns in accept() under a lock, blocking, under the article's name "
+    "echo_thread.py": (92, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
+                          "send() (the socket's timeout: only the main thread hears signals); the threads' stop "
+                          "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
+                          "stop_server() and echo_simple.py's after_grace() (the main thread waits out the grace itself: "
+                          "33 lines)"),
+    "echo_prethread.py": (83, "threads that take turns in accept() under a lock, blocking, under the article's name "
                               "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
                               "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
-                              "accept_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
+                              "wait_for_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
     "echo_asyncio_streams.py": (220, "asyncio's Server and streams replace the accept loop, send_all() and "
                                      "ready(), receive_chunk() and half_close_then_drain() (28 lines), and the Server's own accept needs on_loop_error(); the optional TLS "
                                      "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines); "
