@@ -141,6 +141,24 @@ LESSON_NAMES = {
     "echo_asyncio_protocol.py": {"accept_loop", "EchoProtocol"},
     "echo_asyncio_buffered.py": {"accept_loop", "EchoProtocol"},
 }
+# Issue 43: the calls each lesson is about, as the article made them (fixed), in its code (not in a comment or a
+# docstring): the socket's accept(), recv() or recv_into(), send() or sendall(); the loop's sock_accept() and
+# sock_recv_into(); or the pattern's own read() and write(). Only the waits around them and the stop are helpers.
+BLOCKING_CALLS = ("server_sock.accept()", "sock.recv_into(buffer)", "sock.send(data)")
+SELECT_CALLS = (".accept(", ".recv(", ".send(")
+LESSON_CALLS = {
+    "echo_simple.py": BLOCKING_CALLS, "echo_fork.py": BLOCKING_CALLS, "echo_thread.py": BLOCKING_CALLS,
+    "echo_prefork.py": BLOCKING_CALLS, "echo_prethread.py": BLOCKING_CALLS,
+    "echo_select.py": SELECT_CALLS, "echo_epoll.py": SELECT_CALLS, "echo_selectors.py": SELECT_CALLS,
+    "echo_reuseport.py": SELECT_CALLS, "echo_shared_socket.py": SELECT_CALLS,
+    "echo_selectors_process.py": SELECT_CALLS, "echo_selectors_tls.py": SELECT_CALLS,
+    "echo_select_pool.py": (".accept(", ".recv_into(", ".send("),
+    "echo_threadpool.py": (".accept(", ".recv_into("),  # its sends are the pool's: send_or_time_out()
+    "echo_asyncio.py": (".sock_accept(", ".sock_recv_into(", ".send("),
+    "echo_asyncio_streams.py": (".read(", ".write("),
+    "echo_asyncio_protocol.py": (".write(",),  # the loop calls data_received(): no read to show
+    "echo_asyncio_buffered.py": (".write(",),
+}
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
@@ -416,6 +434,26 @@ def test_the_lesson_meets_its_target(script):
     assert len(lesson) <= missed, "{} lines of lesson, target {}".format(len(lesson), target)
     if script in TARGET_MISSED:
         assert target < len(lesson) and why, "{} meets its target now: drop it from TARGET_MISSED".format(script)
+
+
+def lesson_calls(script):
+    """The source of every call in the lesson, from the first function to the banner: code only, so no
+    comment or docstring that names a call counts."""
+    text, lines, tree = parse(script)
+    first, banner = top_functions(tree)[0].lineno, banner_line(lines)
+    return [ast.get_source_segment(text, node) for node in ast.walk(tree)
+            if isinstance(node, ast.Call) and first <= node.lineno < banner]
+
+
+@pytest.mark.parametrize("script", SERVERS)
+def test_the_lesson_shows_the_socket_calls(script):
+    """Issue 43: a reader of the article sees the calls its pattern is about in the lesson, as the article
+    made them: time and the stop wait around them, by name (wait_for_client(), wait_to_receive(), ...),
+    and never take them below the banner."""
+    assert set(LESSON_CALLS) == set(SERVERS)
+    calls = lesson_calls(script)
+    hidden = [call for call in LESSON_CALLS[script] if not any(call in source for source in calls)]
+    assert not hidden, "the lesson makes none of these calls: {}".format(hidden)
 
 
 def test_each_file_names_one_parent_and_the_chain_reaches_echo_simple():
