@@ -35,7 +35,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 WORKERS = 10  # the article's number of children
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
 
-lock_file = None  # the accept lock shared by the workers
+lock_file = None  # the accept lock shared by the workers (the article's global_lock_fd: a file, not an fd)
 stopping = False  # True once the parent's SIGTERM came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once the parent's SIGTERM came
 connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
