@@ -26,17 +26,20 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # a child's: when the grace ends, once the parent's SIGTERM came
-connections = {}  # each connection served -> True while it waits in recv() for a new chunk
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
 
 
 def accept_loop(server_sock):
     # Reap each child as it ends (waitpid(WNOHANG)): the article never did, and zombies piled up.
     signal.signal(signal.SIGCHLD, lambda signum, frame: finished_children())
     take_stop_signals(stop_accepting)
-    server_sock.setblocking(False)
     log("Ready For Accept")
     while True:
-        new_sock, address = accept_client(server_sock)
+        try:
+            new_sock, address = wait_for_client(server_sock) and server_sock.accept()  # a stop signal ends this wait
+        except OSError as e:
+            shed_connection(server_sock, e)
+            continue
         with new_sock:  # closes the parent's copy: the child has its own
             start_worker(server_sock, new_sock, address)
 
@@ -47,18 +50,18 @@ def send_recv_loop(sock):
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
-        while data := receive(sock, buffer):
+        # recv() returns b"" at EOF, as the article tested (data == b'').
+        while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))
-            send_echo(sock, data)  # the article's send() could send only part of it
+            while data:  # the article's send() could send only part of it
+                with waiting_for_room(sock):
+                    data = data[sock.send(data):]
         log("Recv:EOF")
     except TimeoutError:
         log("Timeout")
     except OSError as e:
         log("Error:{}", e.strerror)
-    finally:
-        del connections[sock]
 
 
 def start_worker(server_sock, sock, address):
@@ -79,10 +82,9 @@ def start_worker(server_sock, sock, address):
             take_child_signals()
             # Logged here, not in the parent: the child could serve a quick client first.
             log("Accept:{}", peer(address))
-            # Ctrl-C reaches the whole group: the parent relays it as SIGTERM, so a worker counts one stop.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
-            send_recv_loop(sock)
+            with serving(sock):
+                send_recv_loop(sock)
         finally:
             os._exit(0)
     children[pid] = address
@@ -126,65 +128,75 @@ def take_stop_signals(handler):
 def take_child_signals():
     """A child's stop: its parent's SIGTERM calls stop_child(), and SIGALRM cuts what is left once the
     grace is over; each writes a byte that ends wait_ready(), to a wake-up pipe of the child's own (the
-    parent's wakes the parent). Set while the signals are blocked: the caller unblocks them."""
+    parent's wakes the parent). Set while the signals are held (across fork()); then the stop signals
+    come in, Ctrl-C ignored: the parent relays it as SIGTERM, so a worker counts one stop."""
     wakeup_pipe()
     signal.signal(signal.SIGTERM, stop_child)
     signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group
+    release_stop_signals()
 
 
-def accept_client(server_sock):
-    """accept() a client, after a wait that a stop signal ends: (its socket, its address). Once a
-    stop came, accept() takes only the clients already queued, then raises KeyboardInterrupt, as
-    Ctrl-C did before: main() ends the stop. A failed accept() is shed_connection()'s."""
-    while True:
+def wait_for_client(server_sock):
+    """True once a client is queued, after a wait that a stop signal ends; once a stop came, accept()
+    takes the clients already queued, then KeyboardInterrupt, as Ctrl-C raised: main() stops."""
+    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    while not (stopping or wait_ready(server_sock)):
+        pass
+    if stopping and not select.select([server_sock], [], [], 0)[0]:
+        raise KeyboardInterrupt
+    return True
+
+
+@contextlib.contextmanager
+def serving(sock):
+    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    with sock:
         try:
-            if not stopping:
-                wait_ready(server_sock)
-            return server_sock.accept()
-        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
-            if stopping:
-                raise KeyboardInterrupt
-        except OSError as e:
-            shed_connection(server_sock, e)
+            yield
+        finally:
+            connections.pop(sock, None)
 
 
-def receive(sock, buffer):
-    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
-    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
-    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
-    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
-    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
-    while True:
-        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+def wait_to_receive(sock):
+    """True once recv() has a chunk or EOF, after a wait that a stop signal ends (a thread's socket waits
+    in recv(), under its timeout: cut() ends it); TimeoutError after TIMEOUT s. After a stop, the client
+    has every echo, then EOF; what it still sends is dropped, and False once it closes or the grace ends."""
+    connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+    while not (deadline and time.monotonic() > deadline):
         if deadline:
-            if time.monotonic() > deadline:
-                return b""
             sock.shutdown(socket.SHUT_WR)
-        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
+        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
+        if ready is None:
             raise TimeoutError
-        try:
-            data = buffer[:sock.recv_into(buffer)]
-        except BlockingIOError:
-            continue  # woken by a signal: a stop is seen above
-        connections[sock] = False
-        if not data or not deadline:
-            return data
+        if ready and not deadline:
+            return True
+        if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
+            return False
+    return False
 
 
-def send_echo(sock, data):
-    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
-    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
-    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
-    stalled = False
-    while data:
-        try:
-            data = data[sock.send(data):]
-            stalled = False
-        except BlockingIOError:
-            if stalled:
-                raise TimeoutError from None
-            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
-            stalled = not wait_ready(sock, TIMEOUT, write=True)
+def keep_echoing(sock):
+    """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
+    connections[sock] = False  # in the middle of an echo: a stop lets it finish
+    return not deadline or wait_to_receive(sock)
+
+
+class waiting_for_room(contextlib.AbstractContextManager):
+    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
+    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def __exit__(self, kind, error, traceback):
+        if kind is None:
+            connections[self.sock] = False  # it moved: a wait may time out again
+        elif kind is BlockingIOError and connections[self.sock] is None:
+            raise TimeoutError from None
+        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
+            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
+        return kind is BlockingIOError
 
 
 def stop_accepting(signum, frame):
@@ -406,8 +418,8 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True) or a signal came: True; False
-    after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
@@ -420,7 +432,7 @@ def wait_ready(sock, timeout=None, write=False):
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
-    return bool(ready)
+    return sock.fileno() in ready if ready else None
 
 
 def stop_children():

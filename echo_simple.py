@@ -1,9 +1,10 @@
 # SPDX-License-Identifier: 0BSD
 """Single process, single thread, single client: the blocking echo server.
 
-The one idea: accept(), recv() and send() all block, so the server serves
-one client from connect to close, and the next client waits in the listen
-backlog until then.
+The one idea: accept(), recv() and send() all block (here they wait in
+wait_ready(), which a stop signal ends), so the server serves one client
+from connect to close, and the next client waits in the listen backlog
+until then.
 Trade-off: the simplest code there is, and no concurrency at all.
 Run: python3 echo_simple.py [--port 7777], then python3 client.py --clients 1
 Builds on: nothing; every other echo_*.py starts from this file.
@@ -27,18 +28,20 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
 cancel_grace = None  # what cancels the grace's end (after_grace())
-connections = {}  # each connection served -> True while it waits in recv() for a new chunk
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
 
 
 def accept_loop(server_sock):
     take_stop_signals(stop_server)
-    server_sock.setblocking(False)
     log("Ready For Accept")
     while True:
-        new_sock, address = accept_client(server_sock)
+        try:
+            new_sock, address = wait_for_client(server_sock) and server_sock.accept()  # a stop signal ends this wait
+        except OSError as e:
+            shed_connection(server_sock, e)
+            continue
         log("[FD:{}]Accept:{}", new_sock.fileno(), peer(address))
-        # The article answered one recv() and closed; serve the client until it closes.
-        with new_sock:
+        with serving(new_sock):
             send_recv_loop(new_sock)
 
 
@@ -49,106 +52,18 @@ def send_recv_loop(sock):
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
-        while data := receive(sock, buffer):
+        # The article answered one recv() and closed, with no EOF test: serve until recv() returns b"".
+        while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))
-            send_echo(sock, data)  # the article's send() could send only part of it
+            while data:  # the article's send() could send only part of it
+                with waiting_for_room(sock):
+                    data = data[sock.send(data):]
         log("[FD:{}]Recv:EOF", fd)
     except TimeoutError:
         log("[FD:{}]Timeout", fd)
     except OSError as e:
         log("[FD:{}]Error:{}", fd, e.strerror)
-    finally:
-        del connections[sock]
-
-
-def take_stop_signals(handler):
-    """From now on, each stop signal calls handler(signum, frame) and writes a byte that ends
-    wait_ready() (wakeup_pipe()). The handler sets flags and never raises: raised in the middle of
-    accept() or send(), an exception would lose a client, or count of what was sent."""
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handler)
-    release_stop_signals()  # start_listening() held them until now
-
-
-def accept_client(server_sock):
-    """accept() a client, after a wait that a stop signal ends: (its socket, its address). Once a
-    stop came, accept() takes only the clients already queued, then raises KeyboardInterrupt, as
-    Ctrl-C did before: main() ends the stop. A failed accept() is shed_connection()'s."""
-    while True:
-        try:
-            if not stopping:
-                wait_ready(server_sock)
-            return server_sock.accept()
-        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
-            if stopping:
-                raise KeyboardInterrupt
-        except OSError as e:
-            shed_connection(server_sock, e)
-
-
-def receive(sock, buffer):
-    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
-    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
-    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
-    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
-    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
-    while True:
-        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-        if deadline:
-            if time.monotonic() > deadline:
-                return b""
-            sock.shutdown(socket.SHUT_WR)
-        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
-            raise TimeoutError
-        try:
-            data = buffer[:sock.recv_into(buffer)]
-        except BlockingIOError:
-            continue  # woken by a signal: a stop is seen above
-        connections[sock] = False
-        if not data or not deadline:
-            return data
-
-
-def send_echo(sock, data):
-    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
-    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
-    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
-    stalled = False
-    while data:
-        try:
-            data = data[sock.send(data):]
-            stalled = False
-        except BlockingIOError:
-            if stalled:
-                raise TimeoutError from None
-            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
-            stalled = not wait_ready(sock, TIMEOUT, write=True)
-
-
-def stop_server(signum, frame):
-    """The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, and each gets
-    its echo, then EOF, until the grace is over; a second signal exits at once. It sets flags and
-    shuts the write side of the clients that wait for a new chunk (one in the middle of a send()
-    shuts its own once sent, in receive())."""
-    global stopping, deadline, cancel_grace
-    if stopping:
-        cancel_grace()
-        sys.exit(1)
-    stopping, deadline = True, time.monotonic() + GRACE
-    cancel_grace = after_grace(lambda: cut(socket.SHUT_RDWR))
-    cut(socket.SHUT_WR)
-
-
-def cut(how):
-    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -169,6 +84,101 @@ GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their 
 KEEPALIVE_IDLE = 60
 KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
+
+
+def take_stop_signals(handler):
+    """From now on, each stop signal calls handler(signum, frame) and writes a byte that ends
+    wait_ready() (wakeup_pipe()). The handler sets flags and never raises: raised in the middle of
+    accept() or send(), an exception would lose a client, or count of what was sent."""
+    wakeup_pipe()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)
+    release_stop_signals()  # start_listening() held them until now
+
+
+def wait_for_client(server_sock):
+    """True once a client is queued, after a wait that a stop signal ends; once a stop came, accept()
+    takes the clients already queued, then KeyboardInterrupt, as Ctrl-C raised: main() stops."""
+    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    while not (stopping or wait_ready(server_sock)):
+        pass
+    if stopping and not select.select([server_sock], [], [], 0)[0]:
+        raise KeyboardInterrupt
+    return True
+
+
+@contextlib.contextmanager
+def serving(sock):
+    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    with sock:
+        try:
+            yield
+        finally:
+            connections.pop(sock, None)
+
+
+def wait_to_receive(sock):
+    """True once recv() has a chunk or EOF, after a wait that a stop signal ends (a thread's socket waits
+    in recv(), under its timeout: cut() ends it); TimeoutError after TIMEOUT s. After a stop, the client
+    has every echo, then EOF; what it still sends is dropped, and False once it closes or the grace ends."""
+    connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+    while not (deadline and time.monotonic() > deadline):
+        if deadline:
+            sock.shutdown(socket.SHUT_WR)
+        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
+        if ready is None:
+            raise TimeoutError
+        if ready and not deadline:
+            return True
+        if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
+            return False
+    return False
+
+
+def keep_echoing(sock):
+    """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
+    connections[sock] = False  # in the middle of an echo: a stop lets it finish
+    return not deadline or wait_to_receive(sock)
+
+
+class waiting_for_room(contextlib.AbstractContextManager):
+    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
+    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def __exit__(self, kind, error, traceback):
+        if kind is None:
+            connections[self.sock] = False  # it moved: a wait may time out again
+        elif kind is BlockingIOError and connections[self.sock] is None:
+            raise TimeoutError from None
+        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
+            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
+        return kind is BlockingIOError
+
+
+def stop_server(signum, frame):
+    """The first Ctrl-C or SIGTERM: accept() takes only the clients already queued, and each gets
+    its echo, then EOF, until the grace is over; a second signal exits at once. It sets flags and
+    shuts the write side of the clients that wait for a new chunk (one in the middle of a send()
+    shuts its own once sent, in wait_to_receive())."""
+    global stopping, deadline, cancel_grace
+    if stopping:
+        cancel_grace()
+        sys.exit(1)
+    stopping, deadline = True, time.monotonic() + GRACE
+    cancel_grace = after_grace(lambda: cut(socket.SHUT_RDWR))
+    cut(socket.SHUT_WR)
+
+
+def cut(how):
+    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
+    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    for sock, waiting in list(connections.items()):
+        if waiting or how == socket.SHUT_RDWR:
+            with contextlib.suppress(OSError):  # closed or reset meanwhile
+                sock.shutdown(how)
 
 
 def log(fmt, *args):
@@ -354,8 +364,8 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True) or a signal came: True; False
-    after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
@@ -368,7 +378,7 @@ def wait_ready(sock, timeout=None, write=False):
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
-    return bool(ready)
+    return sock.fileno() in ready if ready else None
 
 
 def main():
@@ -376,7 +386,7 @@ def main():
     with server_sock:
         try:
             accept_loop(server_sock)
-        except KeyboardInterrupt:  # accept_client(): the stop took the last client queued
+        except KeyboardInterrupt:  # wait_for_client(): the stop took the last client queued
             cancel_grace()
             log("Shutdown")
 

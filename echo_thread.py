@@ -28,15 +28,18 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
-connections = {}  # each connection served -> True while it waits in recv() for a new chunk
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
 
 
 def accept_loop(server_sock):
     take_stop_signals(stop_threads)
-    server_sock.setblocking(False)
     log("Ready For Accept")
     while True:
-        new_sock, address = accept_client(server_sock)
+        try:
+            new_sock, address = wait_for_client(server_sock) and server_sock.accept()  # a stop signal ends this wait
+        except OSError as e:
+            shed_connection(server_sock, e)
+            continue
         start_worker(new_sock, address)
 
 
@@ -47,18 +50,18 @@ def send_recv_loop(sock):
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        # b"" (the article compared with '') at EOF, or once a stop came and the grace is over.
-        while data := receive(sock, buffer):
+        # recv() returns b"" at EOF, as the article tested (data == b'').
+        while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))
-            send_echo(sock, data)  # the article's send() could send only part of it
+            while data:  # the article's send() could send only part of it
+                with waiting_for_room(sock):
+                    data = data[sock.send(data):]
         log("<{}>Recv:EOF", ident)
     except TimeoutError:
         log("<{}>Timeout", ident)
     except OSError as e:
         log("<{}>Error:{}", ident, e.strerror)
-    finally:
-        del connections[sock]
 
 
 def start_worker(sock, address):
@@ -75,7 +78,7 @@ def start_worker(sock, address):
 def send_recv_thread(sock, address):
     # Logged here, not after start(): a quick client could be served before the main thread logs.
     log("<{}>Accept:{}", threading.get_ident(), peer(address))
-    with sock:
+    with serving(sock):
         send_recv_loop(sock)
 
 
@@ -109,59 +112,66 @@ def take_stop_signals(handler):
     release_stop_signals()  # start_listening() held them until now
 
 
-def accept_client(server_sock):
-    """accept() a client, after a wait that a stop signal ends: (its socket, its address). Once a
-    stop came, accept() takes only the clients already queued, then raises KeyboardInterrupt, as
-    Ctrl-C did before: main() ends the stop. A failed accept() is shed_connection()'s."""
-    while True:
+def wait_for_client(server_sock):
+    """True once a client is queued, after a wait that a stop signal ends; once a stop came, accept()
+    takes the clients already queued, then KeyboardInterrupt, as Ctrl-C raised: main() stops."""
+    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    while not (stopping or wait_ready(server_sock)):
+        pass
+    if stopping and not select.select([server_sock], [], [], 0)[0]:
+        raise KeyboardInterrupt
+    return True
+
+
+@contextlib.contextmanager
+def serving(sock):
+    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    with sock:
         try:
-            if not stopping:
-                wait_ready(server_sock)
-            return server_sock.accept()
-        except BlockingIOError:  # woken by a signal, or nothing left in the backlog
-            if stopping:
-                raise KeyboardInterrupt
-        except OSError as e:
-            shed_connection(server_sock, e)
+            yield
+        finally:
+            connections.pop(sock, None)
 
 
-def receive(sock, buffer):
-    """The client's next chunk, read into buffer: b"" at EOF, or once a stop came and the grace is
-    over; TimeoutError after TIMEOUT s without a byte. Once a stop came, the client has every echo:
-    its write side is shut (it reads EOF), and what it still sends is dropped. A non-blocking socket
-    waits in wait_ready(), which a stop signal ends; one with a timeout waits in recv_into() itself
-    (a thread's: only the main thread hears signals, and its cut() ends that wait)."""
-    while True:
-        connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+def wait_to_receive(sock):
+    """True once recv() has a chunk or EOF, after a wait that a stop signal ends (a thread's socket waits
+    in recv(), under its timeout: cut() ends it); TimeoutError after TIMEOUT s. After a stop, the client
+    has every echo, then EOF; what it still sends is dropped, and False once it closes or the grace ends."""
+    connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
+    while not (deadline and time.monotonic() > deadline):
         if deadline:
-            if time.monotonic() > deadline:
-                return b""
             sock.shutdown(socket.SHUT_WR)
-        if sock.gettimeout() == 0 and not wait_ready(sock, TIMEOUT):
+        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
+        if ready is None:
             raise TimeoutError
-        try:
-            data = buffer[:sock.recv_into(buffer)]
-        except BlockingIOError:
-            continue  # woken by a signal: a stop is seen above
-        connections[sock] = False
-        if not data or not deadline:
-            return data
+        if ready and not deadline:
+            return True
+        if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
+            return False
+    return False
 
 
-def send_echo(sock, data):
-    """Send all of data. sendall() with a timeout bounds the whole call (Python 3.5+): one send() at
-    a time here, each waiting at most TIMEOUT for room (in wait_ready() on a non-blocking socket, in
-    send() on one with a timeout), so a slow reader that drains its echo is never cut."""
-    stalled = False
-    while data:
-        try:
-            data = data[sock.send(data):]
-            stalled = False
-        except BlockingIOError:
-            if stalled:
-                raise TimeoutError from None
-            # Linux waits for a third of the buffer free: a timeout only if the send() after it moves nothing.
-            stalled = not wait_ready(sock, TIMEOUT, write=True)
+def keep_echoing(sock):
+    """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
+    connections[sock] = False  # in the middle of an echo: a stop lets it finish
+    return not deadline or wait_to_receive(sock)
+
+
+class waiting_for_room(contextlib.AbstractContextManager):
+    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
+    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
+
+    def __init__(self, sock):
+        self.sock = sock
+
+    def __exit__(self, kind, error, traceback):
+        if kind is None:
+            connections[self.sock] = False  # it moved: a wait may time out again
+        elif kind is BlockingIOError and connections[self.sock] is None:
+            raise TimeoutError from None
+        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
+            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
+        return kind is BlockingIOError
 
 
 def stop_threads(signum, frame):
@@ -374,8 +384,8 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True) or a signal came: True; False
-    after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
@@ -388,7 +398,7 @@ def wait_ready(sock, timeout=None, write=False):
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
-    return bool(ready)
+    return sock.fileno() in ready if ready else None
 
 
 def main():
@@ -396,7 +406,7 @@ def main():
     with server_sock:
         try:
             accept_loop(server_sock)
-        except KeyboardInterrupt:  # accept_client(): the stop took the last client queued
+        except KeyboardInterrupt:  # wait_for_client(): the stop took the last client queued
             join_threads()
 
 
