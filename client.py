@@ -842,13 +842,9 @@ def measure(host, port, w, procs):
             if not pipe.poll(60) or receive(pipe) != "ready":
                 die("a worker process did not start")
         go.set()
-        if w.rate:
-            bound = w.duration + w.connect_timeout + (w.messages + 2) * w.timeout + 60
-        else:
-            bound = 2 * w.connect_timeout + w.connects * ((w.messages + 3) * w.timeout + (w.seconds or 0)) + 60
         parts = []
         for pipe in pipes:
-            if not pipe.poll(bound):
+            if not pipe.poll(finish_bound(w)):
                 die("a worker process did not finish")
             parts.append(receive(pipe))
         done = True
@@ -885,6 +881,16 @@ def measured(host, port, w, procs, read=None, why=None):
         if isinstance(result, Run):
             per_server_cpu(result)
     return result, why
+
+
+def finish_bound(w):
+    """Seconds a worker may take to finish w, every wait at its bound; at most a million (11 days), as a
+    poll() takes no more than 24 days (--connects 10 --messages 50000 would ask for 58)."""
+    if w.rate:
+        bound = w.duration + w.connect_timeout + (w.messages + 2) * w.timeout + 60
+    else:
+        bound = 2 * w.connect_timeout + w.connects * ((w.messages + 3) * w.timeout + (w.seconds or 0)) + 60
+    return min(bound, 10**6)
 
 
 def receive(pipe):

@@ -351,6 +351,14 @@ def test_a_failed_row_says_why_in_words(client_module):
     assert "limit" not in client_module.why_failed(result, w, "echo_epoll.py")
 
 
+def test_a_long_run_waits_for_its_workers_within_what_poll_takes(client_module):
+    """A worker's bound grows with the messages asked of it, every wait at its own bound; past what a
+    poll() takes (2**31 ms), --connects 10 --messages 50000 was a traceback (OverflowError)."""
+    w = client_module.Workload(clients=1, connects=10, messages=50000)
+    assert client_module.finish_bound(w) <= 2**31 / 1000
+    assert client_module.finish_bound(client_module.Workload()) > 5 * 53 * 10  # a small run: every wait at its bound
+
+
 @pytest.mark.slow
 def test_held_connections_are_paced(counting_server):
     """--hold (and the held presets) start at most HELD_PACE connects a second: made 400 here."""
