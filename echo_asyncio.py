@@ -138,9 +138,8 @@ KEEPALIVE_COUNT = 4
 
 
 async def wait_for_chunk(receiving, sock, deadline):
-    """Await receiving, a read of sock's next chunk, where the stop finds it, and stamp the
-    deadline: what it read, or 0 once a stop came. A chunk that came as the stop half-closed
-    this connection is dropped, like all that follows."""
+    """Await receiving, a read of sock's next chunk, where the stop finds the client; stamp the deadline.
+    What it read, or 0 once a stop came: a chunk that came as the stop half-closed it is dropped."""
     if stopping:
         receiving.close()  # never to run: no "never awaited" warning
         return 0
@@ -162,10 +161,9 @@ async def half_close_then_drain(sock, buffer, deadline):
 
 
 async def stop_clients(shut):
-    """The stop: the clients stop by a flag, not by a cancel (a task cancelled mid-send loses count
-    of what it sent). Each client that waits for a chunk has every echo: shut(client) half-closes
-    it now, so it sees EOF; the others half-close once they have sent what they read. The grace
-    over, asyncio.run() cancels the tasks left, and each closes its connection."""
+    """The stop, by a flag, not a cancel (a task cancelled mid-send loses count of what it sent): shut(client)
+    half-closes each client waiting for a chunk, which has every echo; the others half-close once they have
+    sent what they read. The grace over, asyncio.run() cancels the tasks left; each closes its connection."""
     global stopping
     stopping = True
     for client in waiting:
@@ -189,10 +187,9 @@ def on_signal(task):
 
 
 class Deadline:
-    """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
-    TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
-    Progress: a chunk read or sent (the connection stamps `moved`), or fewer bytes waiting
-    for the client, in the connection's buffer (held()) or in the kernel's (queued())."""
+    """A connection's one timer (none with --timeout 0): it re-arms itself TIMEOUT after the last progress,
+    or, if none came since, logs Timeout and calls expire(). Progress: a chunk read or sent (the connection
+    stamps `moved`), or fewer bytes waiting for the client, in its buffer (held()) or the kernel's (queued())."""
 
     def __init__(self, fd, expire, held=lambda: 0):
         self.fd, self.expire, self.held, self.timer = fd, expire, held, None
@@ -218,9 +215,8 @@ class Deadline:
 
 
 def queued(fd):
-    """The bytes the kernel holds for the client until it acknowledges them (Linux's SIOCOUTQ;
-    0 where the platform does not say). Linux says "writable" only once a third of the send
-    buffer is free: a client can drain the rest slowly for long without a single event."""
+    """The bytes the kernel holds until the client acknowledges them (Linux's SIOCOUTQ; 0 where the platform
+    does not say). Linux says "writable" only with a third of the buffer free: the rest may drain unseen."""
     try:
         return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
     except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)

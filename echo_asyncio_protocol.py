@@ -164,10 +164,9 @@ def half_close(writer):
 
 
 class Deadline:
-    """A connection's one timer (none with --timeout 0). When it fires, it re-arms itself
-    TIMEOUT after the last progress, or if none came since, logs Timeout and calls expire().
-    Progress: a chunk read or sent (the connection stamps `moved`), or fewer bytes waiting
-    for the client, in the connection's buffer (held()) or in the kernel's (queued())."""
+    """A connection's one timer (none with --timeout 0): it re-arms itself TIMEOUT after the last progress,
+    or, if none came since, logs Timeout and calls expire(). Progress: a chunk read or sent (the connection
+    stamps `moved`), or fewer bytes waiting for the client, in its buffer (held()) or the kernel's (queued())."""
 
     def __init__(self, fd, expire, held=lambda: 0):
         self.fd, self.expire, self.held, self.timer = fd, expire, held, None
@@ -193,9 +192,8 @@ class Deadline:
 
 
 def queued(fd):
-    """The bytes the kernel holds for the client until it acknowledges them (Linux's SIOCOUTQ;
-    0 where the platform does not say). Linux says "writable" only once a third of the send
-    buffer is free: a client can drain the rest slowly for long without a single event."""
+    """The bytes the kernel holds until the client acknowledges them (Linux's SIOCOUTQ; 0 where the platform
+    does not say). Linux says "writable" only with a third of the buffer free: the rest may drain unseen."""
     try:
         return int.from_bytes(fcntl.ioctl(fd, termios.TIOCOUTQ, bytes(4)), sys.byteorder)
     except (AttributeError, OSError):  # no fcntl (Windows), or not for sockets (macOS)

@@ -178,8 +178,7 @@ def take_child_signals():
 
 
 def wait_for_client(server_sock):
-    """True once a client is queued, after a wait that a stop signal ends; once a stop came, accept()
-    takes the clients already queued, then KeyboardInterrupt, as Ctrl-C raised: main() stops."""
+    """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
     server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
     while not (stopping or wait_ready(server_sock)):
         pass
@@ -199,9 +198,8 @@ def serving(sock):
 
 
 def wait_to_receive(sock):
-    """True once recv() has a chunk or EOF, after a wait that a stop signal ends (a thread's socket waits
-    in recv(), under its timeout: cut() ends it); TimeoutError after TIMEOUT s. After a stop, the client
-    has every echo, then EOF; what it still sends is dropped, and False once it closes or the grace ends."""
+    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv(): cut()
+    ends it); TimeoutError after TIMEOUT s. Stopping, it drops what comes: False at EOF or the grace's end."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
     while not (deadline and time.monotonic() > deadline):
         if deadline:
@@ -252,8 +250,8 @@ def stop_child(signum, frame):
 
 
 def cut(how):
-    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    """At a stop, SHUT_WR the connections waiting for a chunk (one mid-echo shuts its own once sent, in
+    wait_to_receive()); at the end of the grace, SHUT_RDWR all."""
     for sock, waiting in list(connections.items()):
         if waiting or how == socket.SHUT_RDWR:
             with contextlib.suppress(OSError):  # closed or reset meanwhile

@@ -122,9 +122,8 @@ KEEPALIVE_COUNT = 4
 
 
 def take_stop_signals(handler):
-    """From now on, each stop signal calls handler(signum, frame) and writes a byte that ends
-    wait_ready() (wakeup_pipe()). The handler sets flags and never raises: raised in the middle of
-    accept() or send(), an exception would lose a client, or count of what was sent."""
+    """From now on, each stop signal ends wait_ready()'s wait and calls handler(signum, frame), which sets
+    flags and never raises: raised in accept() or send(), an exception would lose a client or a count."""
     wakeup_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
@@ -142,9 +141,8 @@ def serving(sock):
 
 
 def wait_to_receive(sock):
-    """True once recv() has a chunk or EOF, after a wait that a stop signal ends (a thread's socket waits
-    in recv(), under its timeout: cut() ends it); TimeoutError after TIMEOUT s. After a stop, the client
-    has every echo, then EOF; what it still sends is dropped, and False once it closes or the grace ends."""
+    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv(): cut()
+    ends it); TimeoutError after TIMEOUT s. Stopping, it drops what comes: False at EOF or the grace's end."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
     while not (deadline and time.monotonic() > deadline):
         if deadline:
@@ -214,8 +212,8 @@ def wait_for_threads(until):
 
 
 def cut(how):
-    """shutdown() the connections: at a stop, SHUT_WR those that wait in recv() for a new chunk (one
-    in the middle of a send() shuts its own once sent); at the end of the grace, SHUT_RDWR all."""
+    """At a stop, SHUT_WR the connections waiting for a chunk (one mid-echo shuts its own once sent, in
+    wait_to_receive()); at the end of the grace, SHUT_RDWR all."""
     for sock, waiting in list(connections.items()):
         if waiting or how == socket.SHUT_RDWR:
             with contextlib.suppress(OSError):  # closed or reset meanwhile

@@ -93,7 +93,7 @@ def send_recv(sock):
     fd = sock.fileno()
     try:
         data = sock.recv(BUFSIZE)
-        if not data:  # The article tested == '' (a str), never true of bytes: its caller's `if not data` closed the socket.
+        if not data:  # The article tested data == '' (never true of bytes); its caller's `if not data` closed it.
             log("[FD:{}]Recv:EOF", fd)
             return False
         if stopping:
