@@ -71,7 +71,7 @@ def start_worker(server_sock, sock, address):
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
-    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+    except OSError as e:  # the article's else: (Fork Fail) expected a pid below 0; os.fork() raises instead
         log("Fork:{}: connection shed", e.strerror)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return

@@ -430,7 +430,7 @@ def fork_worker(serve, *args):
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
-    except OSError as e:  # the article tested pid < 0; os.fork() raises instead
+    except OSError as e:  # the article's else: (Fork Fail) expected a pid below 0; os.fork() raises instead
         log("Fork:{}: trying again in {} s", e.strerror, FORK_RETRY)
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return None
