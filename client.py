@@ -570,34 +570,27 @@ class TLSSocket(ssl.SSLSocket):
 
 
 class Tracing:
-    """Engine or TLSEngine, recording each connection's life for --trace (run_worker() chooses it: untraced, the
-    engine runs without it): when its connect() started and completed, when each message was sent and its echo
-    verified, when and how it ended; on time.perf_counter()'s clock, which write_trace() takes from the run's start."""
+    """Engine or TLSEngine, recording each connection's life for --trace (run_worker() makes the class, with the
+    worker's number, its connections' lives and its lines): when its connect() started and TCP was up, when each
+    message was sent and its echo verified, when and how it ended. Untraced, the engine runs without any of it."""
     kind = None  # what count() counted last: how the connection that fail() ends ended
 
-    def __init__(self, *args):
-        super().__init__(*args)
-        self.lives, self.lines = {}, []
-
     def connect(self, c, now):
-        k, *cid = (int(n, 16) for n in c.tag.strip(b":").split(b":"))  # ":K:C:" in closed loop, ":K:" in open
-        self.lives[c] = {"worker": self.worker, "client": cid[0] if cid else None, "connection": k,
-                         "connect": [now, None], "messages": []}
         if super().connect(c, now):
             return True
         self.done(c, time.perf_counter(), self.kind)  # failed at once: counted
         return False
 
     def established(self, c, now):
-        self.lives[c]["connect"][1] = now
+        self.lives[c] = (now, [])  # when TCP was up, and its messages: [[sent, echoed], ...]
         super().established(c, now)
 
     def next_message(self, c, now):
-        self.lives[c]["messages"].append([now, None])
+        self.lives[c][1].append([now, None])
         super().next_message(c, now)
 
     def readable(self, c, now):
-        seq, messages = c.seq, self.lives[c]["messages"]
+        seq, messages = c.seq, self.lives[c][1]
         try:
             super().readable(c, now)
         finally:
@@ -613,7 +606,11 @@ class Tracing:
         super().end(c, now)
 
     def done(self, c, when, how):
-        self.lines.append(dict(self.lives.pop(c), end=when, how=how))
+        """c's line, its times on time.perf_counter()'s clock (write_trace() counts them from the run's start)."""
+        k, *cid = (int(n, 16) for n in c.tag.strip(b":").split(b":"))  # ":K:C:" in closed loop, ":K:" in open
+        connected, messages = self.lives.pop(c, (None, []))
+        self.lines.append({"worker": self.worker, "client": cid[0] if cid else None, "connection": k,
+                           "connect": [c.started, connected], "messages": messages, "end": when, "how": how})
         self.kind = None
 
     def figures(self):
@@ -814,8 +811,8 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
     index, procs = share
     kind = TLSEngine if w.tls else Engine
-    if traced:  # the same engine, recording (--trace)
-        kind = type("Traced" + kind.__name__, (Tracing, kind), {"worker": index})
+    if traced:  # the same engine, recording (--trace); one engine in this process, so its lives and lines here
+        kind = type("Traced" + kind.__name__, (Tracing, kind), {"worker": index, "lives": {}, "lines": []})
     engine = kind(address, w, host) if w.tls else kind(address, w)
     if w.rate:
         driver = OpenLoop(engine, w, index, procs)
@@ -2204,9 +2201,8 @@ def parse_args(argv):
             ((args.cafile or args.tls_resume) and not args.tls, "--cafile and --tls-resume go with --tls"),
             (args.all and args.tls, "--all measures its TLS servers over TLS, the others without: --tls is for one "
                                     "server"),
-            (args.trace and (args.all or rate and args.rate.sweep), "--trace records one run against one server: "
-                                                                    "not --all, nor a sweep of rates"),
-            (args.trace and args.seconds, "--trace counts its messages before it starts: --messages, not --seconds"),
+            (args.trace and (args.all or args.seconds or rate and args.rate.sweep), "--trace records one run of "
+             "counted messages against one server: not --all, --seconds, nor a sweep of rates"),
             (args.trace and (connections > TRACED[0] or messages > TRACED[1]),
              "--trace is for a run a person can look at: at most {:,} connections and {:,} messages, not {:,} and "
              "{:,}".format(*TRACED, connections, messages))):
