@@ -150,6 +150,7 @@ KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
 PAST_ERROR_SHARE, PAST_REPLY_RATIO = 0.01, 0.8
+TRACED = 2000, 100000  # --trace: a run a person can look at, at most this many connections and messages
 KEPT_SCHEDULE = 0.95  # the client kept its schedule if it started at least 95 % of the offered rate
 MAX_RATE, MAX_STEPS = 1000000, 1000  # connections/s, and steps in a sweep: a typo's guard
 
@@ -349,18 +350,20 @@ class Engine:
         c.sock.shutdown(socket.SHUT_WR)
 
     def count(self, why):
-        """Count an error by kind. The client's own limits (no local port left, no
-        descriptor left) are kept apart: they are not the server's errors."""
+        """Count an error by kind, and return the kind. The client's own limits (no local port left,
+        no descriptor left) are kept apart: they are not the server's errors."""
         if isinstance(why, int):
             why = OSError(why, os.strerror(why))
         if isinstance(why, OSError) and (why.errno in NO_PORT or why.errno in NO_DESCRIPTOR):
-            self.client_limits["ports" if why.errno in NO_PORT else "descriptors"] += 1
-            return
+            limit = "ports" if why.errno in NO_PORT else "descriptors"
+            self.client_limits[limit] += 1
+            return limit
         kind = ("refused" if isinstance(why, ConnectionRefusedError) else
                 "reset" if isinstance(why, (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)) else
                 "tls" if isinstance(why, ssl.SSLError) else
                 why if isinstance(why, str) else "other")
         self.errors[kind] += 1
+        return kind
 
     def fail(self, c, why, now=None):
         self.count(why)
@@ -566,6 +569,54 @@ class TLSSocket(ssl.SSLSocket):
             pass
 
 
+class Tracing:
+    """Engine or TLSEngine, recording each connection's life for --trace (run_worker() makes the class, with the
+    worker's number, its connections' lives and its lines): when its connect() started and TCP was up, when each
+    message was sent and its echo verified, when and how it ended. Untraced, the engine runs without any of it."""
+    kind = None  # what count() counted last: how the connection that fail() ends ended
+
+    def connect(self, c, now):
+        if super().connect(c, now):
+            return True
+        self.done(c, time.perf_counter(), self.kind)  # failed at once: counted
+        return False
+
+    def established(self, c, now):
+        self.lives[c] = (now, [])  # when TCP was up, and its messages: [[sent, echoed], ...]
+        super().established(c, now)
+
+    def next_message(self, c, now):
+        self.lives[c][1].append([now, None])
+        super().next_message(c, now)
+
+    def readable(self, c, now):
+        seq, messages = c.seq, self.lives[c][1]
+        try:
+            super().readable(c, now)
+        finally:
+            if c.seq > seq:  # its echo came whole and verified
+                messages[seq][1] = now
+
+    def count(self, why):
+        self.kind = super().count(why)
+        return self.kind
+
+    def end(self, c, now):
+        self.done(c, now or time.perf_counter(), self.kind or "eof")
+        super().end(c, now)
+
+    def done(self, c, when, how):
+        """c's line, its times on time.perf_counter()'s clock (write_trace() counts them from the run's start)."""
+        k, *cid = (int(n, 16) for n in c.tag.strip(b":").split(b":"))  # ":K:C:" in closed loop, ":K:" in open
+        connected, messages = self.lives.pop(c, (None, []))
+        self.lines.append({"worker": self.worker, "client": cid[0] if cid else None, "connection": k,
+                           "connect": [c.started, connected], "messages": messages, "end": when, "how": how})
+        self.kind = None
+
+    def figures(self):
+        return dict(super().figures(), trace=self.lines)
+
+
 def tls_context(cafile):
     """The client's TLS context: the server's certificate verified against cafile, or the system's
     store, and its name checked against --host. TLS 1.2 at least, the defaults otherwise."""
@@ -753,13 +804,16 @@ def binds_any(address):
         return False
 
 
-def run_worker(address, share, w, go, barrier, results, host):
+def run_worker(address, share, w, go, barrier, results, host, traced=False):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches the group)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
-    engine = TLSEngine(address, w, host) if w.tls else Engine(address, w)
     index, procs = share
+    kind = TLSEngine if w.tls else Engine
+    if traced:  # the same engine, recording (--trace); one engine in this process, so its lives and lines here
+        kind = type("Traced" + kind.__name__, (Tracing, kind), {"worker": index, "lives": {}, "lines": []})
+    engine = kind(address, w, host) if w.tls else kind(address, w)
     if w.rate:
         driver = OpenLoop(engine, w, index, procs)
     else:
@@ -811,8 +865,9 @@ def fit_descriptors(clients, procs):
     return None
 
 
-def measure(host, port, w, procs):
-    """Run workload w against host:port; return the combined figures."""
+def measure(host, port, w, procs, trace=None):
+    """Run workload w against host:port; return the combined figures (and write each connection's life to the
+    file trace, if given)."""
     if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
         procs = max(1, min(procs, round(w.rate * w.duration)))
         fit_descriptors(1, procs)
@@ -832,7 +887,7 @@ def measure(host, port, w, procs):
     for i in range(procs):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
-                                                          there, host), daemon=True)
+                                                          there, host, bool(trace)), daemon=True)
         start_worker(worker)
         there.close()
         workers.append(worker)
@@ -841,6 +896,7 @@ def measure(host, port, w, procs):
         for pipe in pipes:
             if not pipe.poll(60) or receive(pipe) != "ready":
                 die("a worker process did not start")
+        t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
         go.set()
         parts = []
         for pipe in pipes:
@@ -854,7 +910,21 @@ def measure(host, port, w, procs):
             if worker.is_alive():
                 worker.kill()
                 worker.join()
+    if trace:
+        write_trace(trace, t0, host, port, w, parts)
     return (combine_open if w.rate else combine)(parts, w)
+
+
+def write_trace(f, t0, host, port, w, parts):
+    """--trace: the run's line, then each connection's, its times in seconds from t0; closes f. (CLIENT.md, "A trace
+    of each connection".)"""
+    at = lambda t: None if t is None else round(t - t0, 6)
+    lines = [{"trace": 1, "t0": t0, "clock": "perf_counter", "host": host, "port": port, "workload": as_dict(w)}]
+    lines += [dict(life, connect=[at(t) for t in life["connect"]], messages=[[at(s), at(e)] for s, e in
+                                                                            life["messages"]], end=at(life["end"]))
+              for part in parts for life in part["trace"]]
+    with f:
+        f.write("".join(json.dumps(line) + "\n" for line in lines))
 
 
 def start_worker(worker, tries=3):
@@ -868,11 +938,11 @@ def start_worker(worker, tries=3):
             note("a worker process did not start ({}): trying again".format(e))
 
 
-def measured(host, port, w, procs, read=None, why=None):
+def measured(host, port, w, procs, read=None, why=None, trace=None):
     """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None), or
     (record, why its server's CPU is not in it: why, where there is no reading)."""
     before = read() if read else None
-    result = measure(host, port, w, procs)
+    result = measure(host, port, w, procs, trace)
     if before is None:
         return result, why
     used, why = read().since(before)
@@ -2118,6 +2188,8 @@ def parse_args(argv):
             parser.error("unknown scenario {!r}; choose from {}".format(name, ", ".join(PRESETS)))
     rate = args.rate is not None
     lowest = min(args.rate.values) if rate else 0
+    connections = round(lowest * args.duration) if rate else args.clients * args.connects
+    messages = connections * (args.messages or (1 if rate else 50))
     for wrong, message in (  # the first that applies is said
             (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
             (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
@@ -2134,9 +2206,19 @@ def parse_args(argv):
              "--servers, --server-args and --scenario go with --all"),
             ((args.cafile or args.tls_resume) and not args.tls, "--cafile and --tls-resume go with --tls"),
             (args.all and args.tls, "--all measures its TLS servers over TLS, the others without: --tls is for one "
-                                    "server")):
+                                    "server"),
+            (args.trace and (args.all or args.seconds or rate and args.rate.sweep), "--trace records one run of "
+             "counted messages against one server: not --all, --seconds, nor a sweep of rates"),
+            (args.trace and (connections > TRACED[0] or messages > TRACED[1]),
+             "--trace is for a run a person can look at: at most {:,} connections and {:,} messages, not {:,} and "
+             "{:,}".format(*TRACED, connections, messages))):
         if wrong:
             parser.error(message)
+    if args.trace:  # opened now: a path that cannot be written is one line, before anything starts
+        try:
+            args.trace = open(args.trace, "w", encoding="utf-8")
+        except OSError as e:
+            parser.error("argument --trace: cannot write {}: {}".format(args.trace, e.strerror or e))
     if args.cafile:
         try:
             tls_context(args.cafile)
@@ -2178,6 +2260,8 @@ def build_parser():
           help="seconds of arrivals at each rate (default: %(default)s)")
     group = parser.add_argument_group("output").add_argument
     group("--json", action="store_true", help="print one JSON object instead of text")
+    group("--trace", metavar="FILE", help="each connection's life as JSON lines (one run, {:,} connections at "
+          "most)".format(TRACED[0]))
     # Moved to bench/draw.py: given, they are answered in one line that says where.
     group("--markdown", "--svg", dest="moved", nargs="?", const="", help=argparse.SUPPRESS)
     group = parser.add_argument_group("advanced").add_argument
@@ -2215,7 +2299,8 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
-    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why)
+    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why,
+                           args.trace)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if args.json:
