@@ -54,9 +54,8 @@ def send_recv_loop(sock):
         while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("<{}>Recv:{!r}", ident, bytes(data[:LOG_BYTES]))
             sum(range(WORK))
-            while data:  # the article's send() could send only part of it
-                with waiting_for_room(sock):
-                    data = data[sock.send(data):]
+            while data:  # the article's send() could send only part of it; each waits for room, at most TIMEOUT
+                data = data[sock.send(data):]
         log("<{}>Recv:EOF", ident)
     except TimeoutError:
         log("<{}>Timeout", ident)
@@ -152,23 +151,6 @@ def keep_echoing(sock):
     """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
     connections[sock] = False  # in the middle of an echo: a stop lets it finish
     return not deadline or wait_to_receive(sock)
-
-
-class waiting_for_room(contextlib.AbstractContextManager):
-    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
-    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
-
-    def __init__(self, sock):
-        self.sock = sock
-
-    def __exit__(self, kind, error, traceback):
-        if kind is None:
-            connections[self.sock] = False  # it moved: a wait may time out again
-        elif kind is BlockingIOError and connections[self.sock] is None:
-            raise TimeoutError from None
-        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
-            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
-        return kind is BlockingIOError
 
 
 def stop_threads(signum, frame):
