@@ -943,18 +943,20 @@ def start_worker(worker, tries=3):
 
 
 def measured(host, port, w, procs, read=None, why=None, trace=None):
-    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None), or
-    (record, why its server's CPU is not in it: why, where there is no reading)."""
+    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None,
+    (before, after): the two readings), or (record, why its server's CPU is not in it: why, where there is no
+    reading, None)."""
     before = read() if read else None
     result = measure(host, port, w, procs, trace)
     if before is None:
-        return result, why
-    used, why = read().since(before)
+        return result, why, None
+    after = read()
+    used, why = after.since(before)
     if used:
         result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
         if isinstance(result, Run):
             per_server_cpu(result)
-    return result, why
+    return result, why, (before, after)
 
 
 def receive(pipe):
@@ -1265,7 +1267,7 @@ def sweep(host, port, rates, w, procs, name, server=None):
         if server is not None and not server.alive():
             result["failed"] = "exited with status {}".format(server.proc.returncode)
             break
-        step, why = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
+        step, why, _ = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
         steps.append(step)
         note("{} {}{}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True)),
                               "; server CPU not measured: " + why if why else ""))
@@ -1328,11 +1330,17 @@ class CPU(NamedTuple):
     process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
     coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
     (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
-    server's own process (the group's leader, the tree's top) while it runs; None where it had ended."""
+    server's own process (the group's leader, the tree's top) while it runs; None where it had ended. each:
+    ((pid, parent's pid, CPU seconds), ...), each process counted."""
     seconds: float
     resolution: float
     reaped: tuple = ()
     root: Optional[tuple] = None
+    each: tuple = ()
+
+    def children(self, pid):
+        """{pid: CPU seconds} of each child of process pid counted here (a pool's workers)."""
+        return {child: seconds for child, parent, seconds in self.each if parent == pid}
 
     def __sub__(self, before):
         changed = set(self.reaped) ^ set(before.reaped)
@@ -1391,18 +1399,12 @@ def processes():
     return found
 
 
-def process_cpu(p, tick=None):
+def cpu_of(p, tick=None):
     """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
     /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
-    reaped children's ticks. A CPU. A thread running as it is read may not have its current stretch
-    counted yet (the kernel adds it at the next tick or switch): a tick more of resolution for each."""
-    seconds, ticked, running = cpu_of(p, tick)
-    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9,
-               ((p.pid, p.children_ticks),) if p.children_ticks else ())
-
-
-def cpu_of(p, tick=None):
-    """process_cpu()'s reading: (seconds, what its tick terms may be short by, threads running as read)."""
+    reaped children's ticks: (seconds, what its tick terms may be short by, threads running as read). A
+    thread running as it is read may not have its current stretch counted yet (the kernel adds it at the
+    next tick or switch): group_cpu() adds a tick of resolution for each."""
     tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
     live, running, schedstat = 0, 0, True
     try:
@@ -1430,7 +1432,7 @@ def cpu_of(p, tick=None):
 
 def group_cpu(pgid, settle=0.0, tree=False):
     """The CPU used so far by process group pgid (a server started in a session of its own: it and every
-    process it started), from outside: each process's process_cpu(), so that exited threads and reaped
+    process it started), from outside: each process's cpu_of(), so that exited threads and reaped
     children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
     socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
     for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
@@ -1440,32 +1442,28 @@ def group_cpu(pgid, settle=0.0, tree=False):
         found = processes()
         if found is None:
             return None
-        tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
+        tick, resolution, running, each = os.sysconf("SC_CLK_TCK"), 0.0, 0, []
         chosen = descendants(pgid, found) if tree else [p for p in found if p.pgrp == pgid]
         for p in chosen:
             seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
-            total, resolution, running = total + seconds, resolution + ticked, running + busy
+            resolution, running = resolution + ticked, running + busy
+            each.append((p.pid, p.ppid, seconds))
         if not running or time.monotonic() >= deadline:
             root = next(((p.pid, p.started) for p in chosen if p.pid == pgid and p.state not in "ZX"), None)
-            return CPU(total, resolution + running / tick or 1e-9,
-                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root)
+            return CPU(sum(seconds for _, _, seconds in each), resolution + running / tick or 1e-9,
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root, tuple(each))
         time.sleep(0.001)
 
 
 def descendants(pid, table):
     """[Process] of pid and every process below it, but for this one and its own (a server that started
     client.py, as a test may, is not charged with the client's CPU)."""
-    below, found, more = collections.defaultdict(list), [], [pid]
+    below = collections.defaultdict(list)
     for p in table:
         below[p.ppid].append(p)
-    here = {p.pid: p for p in table}
-    while more:
-        pid = more.pop()
-        if pid == os.getpid():
-            continue
-        if pid in here:
-            found.append(here[pid])
-        more += [child.pid for child in below[pid]]
+    found = [p for p in table if p.pid == pid != os.getpid()]
+    for p in found:  # each one's children are added after it, and looked at in turn
+        found += [child for child in below[p.pid] if child.pid != os.getpid()]
     return found
 
 
@@ -1513,39 +1511,28 @@ def listening_server(port):
     if not inodes:
         return None, "no socket listens on port {} on this machine (a remote server, or another network " \
                      "namespace)".format(port)
-    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, {}
+    for p in processes() or ():
+        if p.pid == os.getpid():
             continue
         try:
-            fds = os.listdir("/proc/{}/fd".format(entry))
+            fds = os.listdir("/proc/{}/fd".format(p.pid))
         except OSError:  # another user's process, or gone
             continue
         for fd in fds:
             try:
-                if os.readlink("/proc/{}/fd/{}".format(entry, fd)) in wanted:
-                    owners.add(int(entry))
+                if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
+                    owners[p.pid] = p
                     break
             except OSError:
                 continue
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
-    found = {p.pid: p for p in processes() or () if p.pid in owners}
-    pid = min(owners, key=lambda pid: (pid in found and found[pid].ppid in owners, pid))
-    if pid in found and found[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
+    pid = min(owners, key=lambda pid: (owners[pid].ppid in owners, pid))
+    if owners[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
         return None, "the socket is Wine's wineserver's (pid {}), not the server's own process".format(pid)
     return pid, None
-
-
-def children_cpu(pid):
-    """{child pid: its CPU seconds so far} for each child of pid (a pool's workers), or None where there
-    is no /proc."""
-    table = processes()
-    if table is None:
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    return {p.pid: cpu_of(p, tick)[0] for p in table if p.ppid == pid}
 
 
 class RunningServer:
@@ -1597,11 +1584,6 @@ class RunningServer:
         """Workload w as this server is spoken to: over TLS, verified against the test certificate."""
         return dataclasses.replace(w, tls=True, cafile=str(TEST_CERT)) if self.tls else w
 
-    def workers_cpu(self):
-        """Each child process's CPU seconds so far, read from outside ({pid: s}), or None (no /proc). Whether
-        they are a pool is seen across a run: see pool_spread()."""
-        return children_cpu(self.proc.pid)
-
     def alive(self):
         return self.proc.poll() is None
 
@@ -1648,7 +1630,7 @@ def stop_servers(servers, patience=5.0):
 def pool_spread(before, after):
     """{child pid: CPU seconds in the run} when the server's children are a pool, else None: a pool's workers
     live through a run (a child that was there before it and is there after), where a process per connection
-    does not. A worker started during the run counts from its start. before, after: children_cpu()'s."""
+    does not. A worker started during the run counts from its start. before, after: CPU.children()'s."""
     if not before or not after or not set(before) & set(after):
         return None
     return {pid: seconds - before.get(pid, 0.0) for pid, seconds in after.items()}
@@ -1786,9 +1768,8 @@ def run_all(args, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            workers_before = server.workers_cpu()
-            result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
-            spread = pool_spread(workers_before, server.workers_cpu())
+            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
                 for pid, used in spread.items():
                     row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
@@ -2293,8 +2274,8 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
-    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why,
-                           args.trace)
+    result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
+                              why, args.trace)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if args.json:
