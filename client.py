@@ -30,6 +30,7 @@ import math
 import multiprocessing
 import os
 import platform
+import re
 import select
 import shlex
 import signal
@@ -108,8 +109,8 @@ class Workload:
 
 class Preset(NamedTuple):
     """A scenario of --all, and what it is: a closed-loop table (its clients x connects x messages, one
-    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates)."""
-    about: str
+    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates). CLIENT.md's
+    "Scenarios" says what each is for."""
     clients: int = 50
     connects: int = 1
     messages: int = 1
@@ -123,21 +124,19 @@ class Preset(NamedTuple):
 
 
 PRESETS = {
-    "article-50": Preset("the article's Mac table: 50 clients x 100 connections x 50 messages", 50, 100, 50,
-                         scaled=True),
-    "article-150": Preset("the article's Mac table: 150 clients", 150, 100, 50, scaled=True),
-    "article-100": Preset("the article's Linux table: 100 clients", 100, 100, 50, scaled=True),
-    "article-1000": Preset("the article's Linux table: 1,000 clients", 1000, 100, 50, scaled=True),
-    "c1k": Preset("1,000 concurrent connections, 100 messages each", 1000, 1, 100, held=True),
-    "c10k": Preset("10,000 concurrent connections, 100 messages each", 10000, 1, 100, held=True),
-    "c10k-cpu": Preset("10,000 connections, one message each, servers run --work 100000", 10000, work=100000,
-                       held=True),
-    "bulk": Preset("messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU", 20, 5, 500, sizes=(1024, 4096, 65536)),
-    "pingpong": Preset("one message per connection: the connection rate", 50, 40, 1),
+    "article-50": Preset(50, 100, 50, scaled=True),  # the article's Mac tables: 50 and 150 clients
+    "article-150": Preset(150, 100, 50, scaled=True),
+    "article-100": Preset(100, 100, 50, scaled=True),  # its Linux tables: 100 and 1,000 clients
+    "article-1000": Preset(1000, 100, 50, scaled=True),
+    "c1k": Preset(1000, 1, 100, held=True),  # 1,000 / 10,000 concurrent connections, 100 messages each
+    "c10k": Preset(10000, 1, 100, held=True),
+    "c10k-cpu": Preset(10000, work=100000, held=True),
+    "bulk": Preset(20, 5, 500, sizes=(1024, 4096, 65536)),  # messages of 1, 4 and 64 KB
+    "pingpong": Preset(50, 40, 1),  # one message per connection: the connection rate
     # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections opened at once.
-    "wrk": Preset("100 connections opened at once, each exchanging messages for 5 s", 100, held=True, seconds=5.0),
-    "pingpong-sweep": Preset("the httperf ping-pong benchmark of 'Asynchronous Servers in Python': one exchange per "
-                             "connection, the connection rate stepped up", rates="1000:40000:1000"),
+    "wrk": Preset(100, held=True, seconds=5.0),
+    # The httperf ping-pong benchmark of 'Asynchronous Servers in Python': the connection rate stepped up.
+    "pingpong-sweep": Preset(rates="1000:40000:1000"),
 }
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
@@ -1674,19 +1673,22 @@ def takes_uvloop(scripts):
             if any(line.strip().startswith("--uvloop") for line in out.splitlines())]
 
 
+HELP = {}  # what each server's --help printed (servers_help()): asked once
+
+
 def servers_help(scripts):
-    """{script: what its --help prints} (asked of all at once; "" where it says nothing in 30 s)."""
+    """{script: what its --help prints} (asked of all at once, each once; "" where it says nothing in 30 s)."""
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)) for script in scripts]
-    said = {}
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+             for script in scripts if script not in HELP]
     for script, proc in asked:
         try:
             out = proc.communicate(timeout=30)[0]
         except subprocess.TimeoutExpired:
             proc.kill()
             out = proc.communicate()[0]
-        said[script] = out.decode(errors="replace")
-    return said
+        HELP[script] = out.decode(errors="replace")
+    return {script: HELP[script] for script in scripts}
 
 
 def why_failed(result, w, name):
@@ -1702,23 +1704,20 @@ def why_failed(result, w, name):
 def workers_of(command):
     """A server's --workers: as given in command ([script, flags...], flags as --all passes them), else the
     default its --help states ("(default: 10)"); "its --workers" where neither says."""
-    flags = command[1:]
-    for i, flag in enumerate(flags):
-        if flag == "--workers" and i + 1 < len(flags):
-            return flags[i + 1]
-        if flag.startswith("--workers="):
-            return flag.split("=", 1)[1]
-    out = servers_help([HERE / command[0]])[HERE / command[0]]
-    said = " ".join(out.split()).split("--workers N ", 1)[-1] if "--workers N " in out else ""
-    default = said.split("(default: ", 1)[1].split(")", 1)[0] if "(default: " in said else ""
-    return default if default.isdigit() else "its --workers"
+    given = re.search(r"(?:^| )--workers[ =](\S+)", " ".join(command[1:]))
+    if given:
+        return given.group(1)
+    said = " ".join(servers_help([HERE / command[0]])[HERE / command[0]].split())
+    default = re.search(r"--workers N .*?\(default: ([^)]*)\)", said)  # the first default after it
+    return default.group(1) if default and default.group(1).isdigit() else "its --workers"
 
 
 def skip(skipped, server):
-    """Keep a server that cannot run here apart ({name: its line}), said once on stderr."""
-    if server.name not in skipped:
+    """Whether server cannot run here: if so, it is kept apart ({name: its line}), said once on stderr."""
+    if server.skipped and server.name not in skipped:
         note("skipped, as it cannot run here: " + skipped_text(server.name, server.skipped))
-    skipped[server.name] = server.skipped
+        skipped[server.name] = server.skipped
+    return bool(server.skipped)
 
 
 def skipped_text(name, why):
@@ -1726,14 +1725,13 @@ def skipped_text(name, why):
     return why if why.startswith(name.split()[0]) else "{}: {}".format(name, why)
 
 
-def sweep_all(args, entries, skipped):
-    """Every server swept in open loop, one after another (those that cannot run here go to skipped)."""
-    label, rates, w = sweeps_from(args)
-    results = []
+def sweep_all(args, swept, entries, skipped):
+    """Every server swept in open loop as swept (sweeps_from()'s), one after another (those that cannot run here go
+    to skipped)."""
+    (label, rates, w), results = swept, []
     for script, extra in entries:
         server = RunningServer(script, args.work, extra)
-        if server.skipped:
-            skip(skipped, server)
+        if skip(skipped, server):
             continue
         result = no_sweep(server.name, server.failed) if server.failed else sweep(
             "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
@@ -1742,19 +1740,16 @@ def sweep_all(args, entries, skipped):
     return results
 
 
-def run_all(args, entries, skipped):
-    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each
-    (those that cannot run here go to skipped)."""
+def run_all(args, scenarios, entries, skipped):
+    """Each closed-loop scenario (scenarios_from()'s) against every server, their runs interleaved: a table of
+    ranked rows each (those that cannot run here go to skipped)."""
     tables = []
-    for label, w, work in scenarios_from(args):
+    for label, w, work in scenarios:
         too_many = fit_descriptors(w.clients, args.procs)
         if too_many:
             die(too_many)
-        servers = [RunningServer(script, work, extra) for script, extra in entries]
-        for server in servers:
-            if server.skipped:
-                skip(skipped, server)
-        servers = [server for server in servers if not server.skipped]
+        servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
+                   if not skip(skipped, server)]
         rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
@@ -2307,11 +2302,12 @@ def check_tls(sock, args):
 def run_every_server(args):
     """--all: start the servers, measure them, and print the results (--json: every figure)."""
     (entries, without), skipped = server_entries(args), {}
+    scenarios, swept = scenarios_from(args), sweeps_from(args)
     if not args.scenario and not args.shaped and args.rate is None:
         note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
-            DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
-    tables = run_all(args, entries, skipped) if scenarios_from(args) else []
-    sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
+            DEFAULT_SCENARIO, describe(scenarios[0][1])))
+    tables = run_all(args, scenarios, entries, skipped)
+    sweeps = sweep_all(args, swept, entries, skipped) if swept else []
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped
