@@ -30,6 +30,7 @@ import math
 import multiprocessing
 import os
 import platform
+import re
 import select
 import shlex
 import signal
@@ -108,8 +109,8 @@ class Workload:
 
 class Preset(NamedTuple):
     """A scenario of --all, and what it is: a closed-loop table (its clients x connects x messages, one
-    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates)."""
-    about: str
+    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates). CLIENT.md's
+    "Scenarios" says what each is for."""
     clients: int = 50
     connects: int = 1
     messages: int = 1
@@ -123,21 +124,19 @@ class Preset(NamedTuple):
 
 
 PRESETS = {
-    "article-50": Preset("the article's Mac table: 50 clients x 100 connections x 50 messages", 50, 100, 50,
-                         scaled=True),
-    "article-150": Preset("the article's Mac table: 150 clients", 150, 100, 50, scaled=True),
-    "article-100": Preset("the article's Linux table: 100 clients", 100, 100, 50, scaled=True),
-    "article-1000": Preset("the article's Linux table: 1,000 clients", 1000, 100, 50, scaled=True),
-    "c1k": Preset("1,000 concurrent connections, 100 messages each", 1000, 1, 100, held=True),
-    "c10k": Preset("10,000 concurrent connections, 100 messages each", 10000, 1, 100, held=True),
-    "c10k-cpu": Preset("10,000 connections, one message each, servers run --work 100000", 10000, work=100000,
-                       held=True),
-    "bulk": Preset("messages of 1, 4 and 64 KB: messages/s, MB/s, server CPU", 20, 5, 500, sizes=(1024, 4096, 65536)),
-    "pingpong": Preset("one message per connection: the connection rate", 50, 40, 1),
+    "article-50": Preset(50, 100, 50, scaled=True),  # the article's Mac tables: 50 and 150 clients
+    "article-150": Preset(150, 100, 50, scaled=True),
+    "article-100": Preset(100, 100, 50, scaled=True),  # its Linux tables: 100 and 1,000 clients
+    "article-1000": Preset(1000, 100, 50, scaled=True),
+    "c1k": Preset(1000, 1, 100, held=True),  # 1,000 / 10,000 concurrent connections, 100 messages each
+    "c10k": Preset(10000, 1, 100, held=True),
+    "c10k-cpu": Preset(10000, work=100000, held=True),
+    "bulk": Preset(20, 5, 500, sizes=(1024, 4096, 65536)),  # messages of 1, 4 and 64 KB
+    "pingpong": Preset(50, 40, 1),  # one message per connection: the connection rate
     # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections opened at once.
-    "wrk": Preset("100 connections opened at once, each exchanging messages for 5 s", 100, held=True, seconds=5.0),
-    "pingpong-sweep": Preset("the httperf ping-pong benchmark of 'Asynchronous Servers in Python': one exchange per "
-                             "connection, the connection rate stepped up", rates="1000:40000:1000"),
+    "wrk": Preset(100, held=True, seconds=5.0),
+    # The httperf ping-pong benchmark of 'Asynchronous Servers in Python': the connection rate stepped up.
+    "pingpong-sweep": Preset(rates="1000:40000:1000"),
 }
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
@@ -939,18 +938,20 @@ def start_worker(worker, tries=3):
 
 
 def measured(host, port, w, procs, read=None, why=None, trace=None):
-    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None), or
-    (record, why its server's CPU is not in it: why, where there is no reading)."""
+    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None,
+    (before, after): the two readings), or (record, why its server's CPU is not in it: why, where there is no
+    reading, None)."""
     before = read() if read else None
     result = measure(host, port, w, procs, trace)
     if before is None:
-        return result, why
-    used, why = read().since(before)
+        return result, why, None
+    after = read()
+    used, why = after.since(before)
     if used:
         result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
         if isinstance(result, Run):
             per_server_cpu(result)
-    return result, why
+    return result, why, (before, after)
 
 
 def finish_bound(w):
@@ -1271,7 +1272,7 @@ def sweep(host, port, rates, w, procs, name, server=None):
         if server is not None and not server.alive():
             result["failed"] = "exited with status {}".format(server.proc.returncode)
             break
-        step, why = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
+        step, why, _ = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
         steps.append(step)
         note("{} {}{}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True)),
                               "; server CPU not measured: " + why if why else ""))
@@ -1334,11 +1335,17 @@ class CPU(NamedTuple):
     process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
     coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
     (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
-    server's own process (the group's leader, the tree's top) while it runs; None where it had ended."""
+    server's own process (the group's leader, the tree's top) while it runs; None where it had ended. each:
+    ((pid, parent's pid, CPU seconds), ...), each process counted."""
     seconds: float
     resolution: float
     reaped: tuple = ()
     root: Optional[tuple] = None
+    each: tuple = ()
+
+    def children(self, pid):
+        """{pid: CPU seconds} of each child of process pid counted here (a pool's workers)."""
+        return {child: seconds for child, parent, seconds in self.each if parent == pid}
 
     def __sub__(self, before):
         changed = set(self.reaped) ^ set(before.reaped)
@@ -1397,18 +1404,12 @@ def processes():
     return found
 
 
-def process_cpu(p, tick=None):
+def cpu_of(p, tick=None):
     """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
     /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
-    reaped children's ticks. A CPU. A thread running as it is read may not have its current stretch
-    counted yet (the kernel adds it at the next tick or switch): a tick more of resolution for each."""
-    seconds, ticked, running = cpu_of(p, tick)
-    return CPU(seconds, ticked + running / (tick or os.sysconf("SC_CLK_TCK")) or 1e-9,
-               ((p.pid, p.children_ticks),) if p.children_ticks else ())
-
-
-def cpu_of(p, tick=None):
-    """process_cpu()'s reading: (seconds, what its tick terms may be short by, threads running as read)."""
+    reaped children's ticks: (seconds, what its tick terms may be short by, threads running as read). A
+    thread running as it is read may not have its current stretch counted yet (the kernel adds it at the
+    next tick or switch): group_cpu() adds a tick of resolution for each."""
     tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
     live, running, schedstat = 0, 0, True
     try:
@@ -1436,7 +1437,7 @@ def cpu_of(p, tick=None):
 
 def group_cpu(pgid, settle=0.0, tree=False):
     """The CPU used so far by process group pgid (a server started in a session of its own: it and every
-    process it started), from outside: each process's process_cpu(), so that exited threads and reaped
+    process it started), from outside: each process's cpu_of(), so that exited threads and reaped
     children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
     socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
     for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
@@ -1446,32 +1447,28 @@ def group_cpu(pgid, settle=0.0, tree=False):
         found = processes()
         if found is None:
             return None
-        tick, total, resolution, running = os.sysconf("SC_CLK_TCK"), 0.0, 0.0, 0
+        tick, resolution, running, each = os.sysconf("SC_CLK_TCK"), 0.0, 0, []
         chosen = descendants(pgid, found) if tree else [p for p in found if p.pgrp == pgid]
         for p in chosen:
             seconds, ticked, busy = cpu_of(p, tick)  # the processes' tick terms add up; nanoseconds stay so
-            total, resolution, running = total + seconds, resolution + ticked, running + busy
+            resolution, running = resolution + ticked, running + busy
+            each.append((p.pid, p.ppid, seconds))
         if not running or time.monotonic() >= deadline:
             root = next(((p.pid, p.started) for p in chosen if p.pid == pgid and p.state not in "ZX"), None)
-            return CPU(total, resolution + running / tick or 1e-9,
-                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root)
+            return CPU(sum(seconds for _, _, seconds in each), resolution + running / tick or 1e-9,
+                       tuple((p.pid, p.children_ticks) for p in chosen if p.children_ticks), root, tuple(each))
         time.sleep(0.001)
 
 
 def descendants(pid, table):
     """[Process] of pid and every process below it, but for this one and its own (a server that started
     client.py, as a test may, is not charged with the client's CPU)."""
-    below, found, more = collections.defaultdict(list), [], [pid]
+    below = collections.defaultdict(list)
     for p in table:
         below[p.ppid].append(p)
-    here = {p.pid: p for p in table}
-    while more:
-        pid = more.pop()
-        if pid == os.getpid():
-            continue
-        if pid in here:
-            found.append(here[pid])
-        more += [child.pid for child in below[pid]]
+    found = [p for p in table if p.pid == pid != os.getpid()]
+    for p in found:  # each one's children are added after it, and looked at in turn
+        found += [child for child in below[p.pid] if child.pid != os.getpid()]
     return found
 
 
@@ -1519,39 +1516,28 @@ def listening_server(port):
     if not inodes:
         return None, "no socket listens on port {} on this machine (a remote server, or another network " \
                      "namespace)".format(port)
-    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, set()
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+    wanted, owners = {"socket:[{}]".format(inode) for inode in inodes}, {}
+    for p in processes() or ():
+        if p.pid == os.getpid():
             continue
         try:
-            fds = os.listdir("/proc/{}/fd".format(entry))
+            fds = os.listdir("/proc/{}/fd".format(p.pid))
         except OSError:  # another user's process, or gone
             continue
         for fd in fds:
             try:
-                if os.readlink("/proc/{}/fd/{}".format(entry, fd)) in wanted:
-                    owners.add(int(entry))
+                if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
+                    owners[p.pid] = p
                     break
             except OSError:
                 continue
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
-    found = {p.pid: p for p in processes() or () if p.pid in owners}
-    pid = min(owners, key=lambda pid: (pid in found and found[pid].ppid in owners, pid))
-    if pid in found and found[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
+    pid = min(owners, key=lambda pid: (owners[pid].ppid in owners, pid))
+    if owners[pid].name.startswith("wineserver"):  # it holds the sockets of every program Wine runs
         return None, "the socket is Wine's wineserver's (pid {}), not the server's own process".format(pid)
     return pid, None
-
-
-def children_cpu(pid):
-    """{child pid: its CPU seconds so far} for each child of pid (a pool's workers), or None where there
-    is no /proc."""
-    table = processes()
-    if table is None:
-        return None
-    tick = os.sysconf("SC_CLK_TCK")
-    return {p.pid: cpu_of(p, tick)[0] for p in table if p.ppid == pid}
 
 
 class RunningServer:
@@ -1603,11 +1589,6 @@ class RunningServer:
         """Workload w as this server is spoken to: over TLS, verified against the test certificate."""
         return dataclasses.replace(w, tls=True, cafile=str(TEST_CERT)) if self.tls else w
 
-    def workers_cpu(self):
-        """Each child process's CPU seconds so far, read from outside ({pid: s}), or None (no /proc). Whether
-        they are a pool is seen across a run: see pool_spread()."""
-        return children_cpu(self.proc.pid)
-
     def alive(self):
         return self.proc.poll() is None
 
@@ -1654,7 +1635,7 @@ def stop_servers(servers, patience=5.0):
 def pool_spread(before, after):
     """{child pid: CPU seconds in the run} when the server's children are a pool, else None: a pool's workers
     live through a run (a child that was there before it and is there after), where a process per connection
-    does not. A worker started during the run counts from its start. before, after: children_cpu()'s."""
+    does not. A worker started during the run counts from its start. before, after: CPU.children()'s."""
     if not before or not after or not set(before) & set(after):
         return None
     return {pid: seconds - before.get(pid, 0.0) for pid, seconds in after.items()}
@@ -1698,19 +1679,22 @@ def takes_uvloop(scripts):
             if any(line.strip().startswith("--uvloop") for line in out.splitlines())]
 
 
+HELP = {}  # what each server's --help printed (servers_help()): asked once
+
+
 def servers_help(scripts):
-    """{script: what its --help prints} (asked of all at once; "" where it says nothing in 30 s)."""
+    """{script: what its --help prints} (asked of all at once, each once; "" where it says nothing in 30 s)."""
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)) for script in scripts]
-    said = {}
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+             for script in scripts if script not in HELP]
     for script, proc in asked:
         try:
             out = proc.communicate(timeout=30)[0]
         except subprocess.TimeoutExpired:
             proc.kill()
             out = proc.communicate()[0]
-        said[script] = out.decode(errors="replace")
-    return said
+        HELP[script] = out.decode(errors="replace")
+    return {script: HELP[script] for script in scripts}
 
 
 def why_failed(result, w, name):
@@ -1726,23 +1710,20 @@ def why_failed(result, w, name):
 def workers_of(command):
     """A server's --workers: as given in command ([script, flags...], flags as --all passes them), else the
     default its --help states ("(default: 10)"); "its --workers" where neither says."""
-    flags = command[1:]
-    for i, flag in enumerate(flags):
-        if flag == "--workers" and i + 1 < len(flags):
-            return flags[i + 1]
-        if flag.startswith("--workers="):
-            return flag.split("=", 1)[1]
-    out = servers_help([HERE / command[0]])[HERE / command[0]]
-    said = " ".join(out.split()).split("--workers N ", 1)[-1] if "--workers N " in out else ""
-    default = said.split("(default: ", 1)[1].split(")", 1)[0] if "(default: " in said else ""
-    return default if default.isdigit() else "its --workers"
+    given = re.search(r"(?:^| )--workers[ =](\S+)", " ".join(command[1:]))
+    if given:
+        return given.group(1)
+    said = " ".join(servers_help([HERE / command[0]])[HERE / command[0]].split())
+    default = re.search(r"--workers N .*?\(default: ([^)]*)\)", said)  # the first default after it
+    return default.group(1) if default and default.group(1).isdigit() else "its --workers"
 
 
 def skip(skipped, server):
-    """Keep a server that cannot run here apart ({name: its line}), said once on stderr."""
-    if server.name not in skipped:
+    """Whether server cannot run here: if so, it is kept apart ({name: its line}), said once on stderr."""
+    if server.skipped and server.name not in skipped:
         note("skipped, as it cannot run here: " + skipped_text(server.name, server.skipped))
-    skipped[server.name] = server.skipped
+        skipped[server.name] = server.skipped
+    return bool(server.skipped)
 
 
 def skipped_text(name, why):
@@ -1750,14 +1731,13 @@ def skipped_text(name, why):
     return why if why.startswith(name.split()[0]) else "{}: {}".format(name, why)
 
 
-def sweep_all(args, entries, skipped):
-    """Every server swept in open loop, one after another (those that cannot run here go to skipped)."""
-    label, rates, w = sweeps_from(args)
-    results = []
+def sweep_all(args, swept, entries, skipped):
+    """Every server swept in open loop as swept (sweeps_from()'s), one after another (those that cannot run here go
+    to skipped)."""
+    (label, rates, w), results = swept, []
     for script, extra in entries:
         server = RunningServer(script, args.work, extra)
-        if server.skipped:
-            skip(skipped, server)
+        if skip(skipped, server):
             continue
         result = no_sweep(server.name, server.failed) if server.failed else sweep(
             "127.0.0.1", server.port, rates, server.load(w), args.procs, server.name, server)
@@ -1766,19 +1746,16 @@ def sweep_all(args, entries, skipped):
     return results
 
 
-def run_all(args, entries, skipped):
-    """Each closed-loop scenario against every server, their runs interleaved: a table of ranked rows each
-    (those that cannot run here go to skipped)."""
+def run_all(args, scenarios, entries, skipped):
+    """Each closed-loop scenario (scenarios_from()'s) against every server, their runs interleaved: a table of
+    ranked rows each (those that cannot run here go to skipped)."""
     tables = []
-    for label, w, work in scenarios_from(args):
+    for label, w, work in scenarios:
         too_many = fit_descriptors(w.clients, args.procs)
         if too_many:
             die(too_many)
-        servers = [RunningServer(script, work, extra) for script, extra in entries]
-        for server in servers:
-            if server.skipped:
-                skip(skipped, server)
-        servers = [server for server in servers if not server.skipped]
+        servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
+                   if not skip(skipped, server)]
         rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
@@ -1792,9 +1769,8 @@ def run_all(args, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            workers_before = server.workers_cpu()
-            result, why = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
-            spread = pool_spread(workers_before, server.workers_cpu())
+            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
                 for pid, used in spread.items():
                     row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
@@ -2299,8 +2275,8 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
-    result, why = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)), why,
-                           args.trace)
+    result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
+                              why, args.trace)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if args.json:
@@ -2332,11 +2308,12 @@ def check_tls(sock, args):
 def run_every_server(args):
     """--all: start the servers, measure them, and print the results (--json: every figure)."""
     (entries, without), skipped = server_entries(args), {}
+    scenarios, swept = scenarios_from(args), sweeps_from(args)
     if not args.scenario and not args.shaped and args.rate is None:
         note("no --scenario: {}, {}, the scenario of the README's chart (--scenario picks others)".format(
-            DEFAULT_SCENARIO, describe(scenarios_from(args)[0][1])))
-    tables = run_all(args, entries, skipped) if scenarios_from(args) else []
-    sweeps = sweep_all(args, entries, skipped) if sweeps_from(args) else []
+            DEFAULT_SCENARIO, describe(scenarios[0][1])))
+    tables = run_all(args, scenarios, entries, skipped)
+    sweeps = sweep_all(args, swept, entries, skipped) if swept else []
     results = {"machine": machine(), "tables": tables, "sweeps": sweeps}
     if skipped:  # {server: the line it said}
         results["skipped"] = skipped

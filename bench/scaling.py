@@ -104,8 +104,8 @@ def run_load(command, load_cpus):
 
 
 def leader_cpu(pid):
-    """The CPU seconds of the server's first process alone (a pool's parent), from the same /proc reading."""
-    return next((client.process_cpu(p).seconds for p in client.processes() if p.pid == pid), 0.0)
+    """The CPU seconds of the server's first process alone (a pool's parent), from client.py's reading of its group."""
+    return next((seconds for p, _, seconds in client.group_cpu(pid).each if p == pid), 0.0)
 
 
 def measure(args, script, extra, shape, n, server_cpus, load_cpus):

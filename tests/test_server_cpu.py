@@ -139,18 +139,19 @@ def test_a_process_servers_figure_counts_its_workers(start_server, client_module
     server = start_server("echo_prefork.py", "-q", "--workers", "3", "--work", "400000")
     workers = wait_for_workers(server.pid, 3)
     parent = next(p for p in client_module.processes() if p.pid == server.pid)
-    before, workers_before = client_module.group_cpu(server.pid, settle=0.1), client_module.children_cpu(server.pid)
-    parent_before = client_module.process_cpu(parent).seconds
+    before = client_module.group_cpu(server.pid, settle=0.1)
+    workers_before, parent_before = before.children(server.pid), client_module.cpu_of(parent)[0]
     for _ in range(3):  # one connection at a time: a worker each, whichever accepts it
         with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as sock:
             exchange(sock, 20)
-    after, workers_after = client_module.group_cpu(server.pid, settle=0.1), client_module.children_cpu(server.pid)
+    after = client_module.group_cpu(server.pid, settle=0.1)
+    workers_after = after.children(server.pid)
     parent = next(p for p in client_module.processes() if p.pid == server.pid)
     used = {pid: workers_after[pid] - workers_before[pid] for pid in workers}
     window = after - before
     assert window.resolution == 1e-9, window
     assert sum(used.values()) >= 0.9 * window.seconds > 0.05, (used, window)
-    assert window.seconds == pytest.approx(sum(used.values()) + client_module.process_cpu(parent).seconds
+    assert window.seconds == pytest.approx(sum(used.values()) + client_module.cpu_of(parent)[0]
                                            - parent_before, abs=1e-3)
     assert client_module.pool_spread(workers_before, workers_after) == pytest.approx(used)
 
