@@ -26,7 +26,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # a child's: when the grace ends, once the parent's SIGTERM came
-connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
@@ -45,18 +45,19 @@ def accept_loop(server_sock):
 
 
 def send_recv_loop(sock):
-    # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
-    sock.setblocking(False)
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
+        # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
         # recv() returns b"" at EOF, as the article tested (data == b'').
         while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
             sum(range(WORK))
             while data:  # the article's send() could send only part of it
-                with waiting_for_room(sock):
+                try:
                     data = data[sock.send(data):]
+                except BlockingIOError:
+                    data = data[wait_for_room(sock, data):]
         log("Recv:EOF")
     except TimeoutError:
         log("Timeout")
@@ -82,7 +83,6 @@ def start_worker(server_sock, sock, address):
             take_child_signals()
             # Logged here, not in the parent: the child could serve a quick client first.
             log("Accept:{}", peer(address))
-            signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
             with serving(sock):
                 send_recv_loop(sock)
         finally:
@@ -127,18 +127,19 @@ def take_stop_signals(handler):
 def take_child_signals():
     """A child's stop: its parent's SIGTERM calls stop_child(), and SIGALRM cuts what is left once the
     grace is over; each writes a byte that ends wait_ready(), to a wake-up pipe of the child's own (the
-    parent's wakes the parent). Set while the signals are held (across fork()); then the stop signals
-    come in, Ctrl-C ignored: the parent relays it as SIGTERM, so a worker counts one stop."""
+    parent's wakes the parent). Set while the signals are held (across fork()); then they come in,
+    Ctrl-C ignored: the parent relays it as SIGTERM, so a worker counts one stop."""
     wakeup_pipe()
     signal.signal(signal.SIGTERM, stop_child)
     signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group
-    release_stop_signals()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
 
 
 def wait_for_client(server_sock):
     """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
-    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    if server_sock.getblocking():  # once: accept() must never wait in the kernel, where a handler cannot run
+        server_sock.setblocking(False)
     while not (stopping or wait_ready(server_sock)):
         pass
     if stopping and not select.select([server_sock], [], [], 0)[0]:
@@ -148,7 +149,9 @@ def wait_for_client(server_sock):
 
 @contextlib.contextmanager
 def serving(sock):
-    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
+    and the stop's cut() forgets the connection before it is closed."""
+    sock.setblocking(False)
     with sock:
         try:
             yield
@@ -179,21 +182,16 @@ def keep_echoing(sock):
     return not deadline or wait_to_receive(sock)
 
 
-class waiting_for_room(contextlib.AbstractContextManager):
-    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
-    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
-
-    def __init__(self, sock):
-        self.sock = sock
-
-    def __exit__(self, kind, error, traceback):
-        if kind is None:
-            connections[self.sock] = False  # it moved: a wait may time out again
-        elif kind is BlockingIOError and connections[self.sock] is None:
-            raise TimeoutError from None
-        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
-            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
-        return kind is BlockingIOError
+def wait_for_room(sock, data):
+    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT, and say 0 bytes went, for the
+    loop to send again. Linux says "writable" only once a third of the buffer is free: at the deadline, one
+    more send() decides, and what it sent is said; TimeoutError if nothing went."""
+    if wait_ready(sock, TIMEOUT, write=True) is not None:
+        return 0
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        raise TimeoutError from None
 
 
 def stop_accepting(signum, frame):

@@ -31,7 +31,7 @@ LOCK = threading.Lock()  # held by the one thread waiting in accept()
 
 stopping = False  # True once a stop signal came
 deadline = None  # when the grace ends, once a stop signal came
-connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_thread(server_sock):
@@ -131,7 +131,9 @@ def take_stop_signals(handler):
 
 @contextlib.contextmanager
 def serving(sock):
-    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
+    and the stop's cut() forgets the connection before it is closed."""
+    sock.setblocking(False)
     with sock:
         try:
             yield

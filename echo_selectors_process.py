@@ -511,7 +511,6 @@ def fork_worker(serve, *args):
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
         return None
     if pid == 0:
-        status = 0
         try:
             log_prefix = "[PID:{}]".format(os.getpid())
             # A worker's signals must not go into its parent's wake-up pipe (echo_selectors_process.py's has one).
@@ -525,9 +524,9 @@ def fork_worker(serve, *args):
             pass
         except Exception:  # a bug: say where, not silently; the parent starts another worker
             traceback.print_exc()
-            status = 1
+            os._exit(1)
         finally:
-            os._exit(status)
+            os._exit(0)
     children[pid] = args
     signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     return pid

@@ -28,7 +28,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
 cancel_grace = None  # what cancels the grace's end (after_grace())
-connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
@@ -47,18 +47,19 @@ def accept_loop(server_sock):
 
 def send_recv_loop(sock):
     fd = sock.fileno()
-    # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
-    sock.setblocking(False)
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
+        # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
         # The article answered one recv() and closed, with no EOF test: serve until recv() returns b"".
         while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
             sum(range(WORK))
             while data:  # the article's send() could send only part of it
-                with waiting_for_room(sock):
+                try:
                     data = data[sock.send(data):]
+                except BlockingIOError:
+                    data = data[wait_for_room(sock, data):]
         log("[FD:{}]Recv:EOF", fd)
     except TimeoutError:
         log("[FD:{}]Timeout", fd)
@@ -97,7 +98,8 @@ def take_stop_signals(handler):
 
 def wait_for_client(server_sock):
     """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
-    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    if server_sock.getblocking():  # once: accept() must never wait in the kernel, where a handler cannot run
+        server_sock.setblocking(False)
     while not (stopping or wait_ready(server_sock)):
         pass
     if stopping and not select.select([server_sock], [], [], 0)[0]:
@@ -107,7 +109,9 @@ def wait_for_client(server_sock):
 
 @contextlib.contextmanager
 def serving(sock):
-    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
+    and the stop's cut() forgets the connection before it is closed."""
+    sock.setblocking(False)
     with sock:
         try:
             yield
@@ -138,21 +142,16 @@ def keep_echoing(sock):
     return not deadline or wait_to_receive(sock)
 
 
-class waiting_for_room(contextlib.AbstractContextManager):
-    """Around a send(): one that finds no room (a non-blocking socket's BlockingIOError) waits for it
-    in wait_ready(), at most TIMEOUT, then the loop sends again (a thread's socket waits in send())."""
-
-    def __init__(self, sock):
-        self.sock = sock
-
-    def __exit__(self, kind, error, traceback):
-        if kind is None:
-            connections[self.sock] = False  # it moved: a wait may time out again
-        elif kind is BlockingIOError and connections[self.sock] is None:
-            raise TimeoutError from None
-        elif kind is BlockingIOError:  # Linux waits for a third of the buffer free: so one more send()
-            connections[self.sock] = None if wait_ready(self.sock, TIMEOUT, write=True) is None else False
-        return kind is BlockingIOError
+def wait_for_room(sock, data):
+    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT, and say 0 bytes went, for the
+    loop to send again. Linux says "writable" only once a third of the buffer is free: at the deadline, one
+    more send() decides, and what it sent is said; TimeoutError if nothing went."""
+    if wait_ready(sock, TIMEOUT, write=True) is not None:
+        return 0
+    try:
+        return sock.send(data)
+    except BlockingIOError:
+        raise TimeoutError from None
 
 
 def stop_server(signum, frame):

@@ -28,7 +28,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
-connections = {}  # each connection served -> True while it waits for a chunk, False while echoed (None: stalled)
+connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
@@ -112,7 +112,8 @@ def take_stop_signals(handler):
 
 def wait_for_client(server_sock):
     """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
-    server_sock.setblocking(False)  # accept() never waits in the kernel, where a handler cannot run
+    if server_sock.getblocking():  # once: accept() must never wait in the kernel, where a handler cannot run
+        server_sock.setblocking(False)
     while not (stopping or wait_ready(server_sock)):
         pass
     if stopping and not select.select([server_sock], [], [], 0)[0]:
@@ -122,7 +123,9 @@ def wait_for_client(server_sock):
 
 @contextlib.contextmanager
 def serving(sock):
-    """As `with sock:`, and the stop's cut() forgets the connection before it is closed."""
+    """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
+    and the stop's cut() forgets the connection before it is closed."""
+    sock.setblocking(False)
     with sock:
         try:
             yield
