@@ -234,7 +234,6 @@ class Engine:
         self.latencies = array.array("d")  # each message: sent -> echoed
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
         self.connect_times = array.array("d")  # each connect: connect() -> connected
-        self.connected_at = array.array("d")  # and when it connected
         self.handshakes = array.array("d")  # TLS (TLSEngine): each handshake, connected -> done
         self.echo_sum, self.messages, self.connections, self.open, self.max_open = 0.0, 0, 0, 0, 0
         self.last_done = None
@@ -286,7 +285,6 @@ class Engine:
     def established(self, c, now):
         """c's TCP connection is up."""
         self.connect_times.append(now - c.started)
-        self.connected_at.append(now)
         self.opened(c, now)
 
     def opened(self, c, now):
@@ -429,7 +427,7 @@ class Engine:
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
                 "client_limits": self.client_limits, "last_done": self.last_done,
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes(),
+                "connect_times": self.connect_times.tobytes(),
                 "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
 
 
