@@ -823,11 +823,8 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     driver.start(start)
     engine.run(driver)
     driver.finish()
-    cpu1 = cpu_seconds()
-    figures = dict(engine.figures(), **driver.times)
-    figures["end"] = time.perf_counter()
-    figures["cpu"] = cpu1 - cpu0
-    results.send(figures)
+    cpu = cpu_seconds() - cpu0
+    results.send(dict(engine.figures(), **driver.times, end=time.perf_counter(), cpu=cpu))
 
 
 def cpu_seconds():
@@ -1180,17 +1177,15 @@ def as_dict(value):
 def counted(parts):
     """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
     errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_KINDS}
-    cpu = sum(p["cpu"] for p in parts)
     ordered = timings(parts, "connect_times")
-    figures = {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
-               "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
-               "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
-               "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
-               "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
-               "client_cpu_s": cpu, "connect_p50_ms": percentile(ordered, 0.50),
-               "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
-               "syn_retries": at_least(ordered, SYN_RETRY)}
-    return figures
+    return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
+            "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
+            "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
+            "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
+            "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
+            "client_cpu_s": sum(p["cpu"] for p in parts), "connect_p50_ms": percentile(ordered, 0.50),
+            "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
+            "syn_retries": at_least(ordered, SYN_RETRY)}
 
 
 def handshake_figures(parts, seconds):
