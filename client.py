@@ -58,7 +58,6 @@ ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not c
                "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
                "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
                "other": "other errors"}
-ERROR_KINDS = tuple(ERROR_WORDS)
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -229,7 +228,7 @@ class Engine:
         self.cutoff = None  # with a time budget: when the run is cut
         self.by_fd = {}
         self.ready = []  # connects that completed inside connect(): handled at the next wake-up
-        self.errors = dict.fromkeys(ERROR_KINDS, 0)
+        self.errors = dict.fromkeys(ERROR_WORDS, 0)
         self.client_limits = {"ports": 0, "descriptors": 0}  # the client's own failures, not the server's
         self.latencies = array.array("d")  # each message verified: sent -> echoed
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
@@ -1175,7 +1174,7 @@ def as_dict(value):
 
 def counted(parts):
     """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
-    errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_KINDS}
+    errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_WORDS}
     ordered = timings(parts, "connect_times")
     return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
             "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
