@@ -107,9 +107,7 @@ class Workload:
 
 
 class Preset(NamedTuple):
-    """A scenario of --all, and what it is: a closed-loop table (its clients x connects x messages, one
-    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates). CLIENT.md's
-    "Scenarios" says what each is for."""
+    """A scenario of --all: a closed-loop table per size, or an open-loop sweep (CLIENT.md, "Scenarios")."""
     clients: int = 50
     connects: int = 1
     messages: int = 1
@@ -137,13 +135,13 @@ PRESETS = {
     # The httperf ping-pong benchmark of 'Asynchronous Servers in Python': the connection rate stepped up.
     "pingpong-sweep": Preset(rates="1000:40000:1000"),
 }
-# Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
-# within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 # What --all runs without --scenario and without a load shape: the README chart's scenario.
 DEFAULT_SCENARIO = "article-100"
 # A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
 # then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
 SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
+# Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
+# within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
