@@ -1854,15 +1854,15 @@ def knee_rule_text(rule=KNEE_RULE):
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
-def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
+def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
-    print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
+    print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
     lines = text_lines(r)
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
-    print("\n".join(lines), file=out)
+    print("\n".join(lines))
     step = isinstance(r, Step)
     for applies, text in (
             (getattr(r, "connect_s", None) is not None,
@@ -1880,7 +1880,7 @@ def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
                                          "process below it, from /proc")):
         if applies:
-            print("{:<10} {}".format("note", text), file=out)
+            print("{:<10} {}".format("note", text))
 
 
 WIDTH = 100  # --all's terminal output fits this many columns; --json carries every figure
