@@ -2024,9 +2024,7 @@ def machine():
 
 # ---------------------------------------------------------------- what bench/ uses
 
-# bench/draw.py writes client.py --all --json's output as Markdown and SVG, and bench/regenerate.py RESULTS.md,
-# with these, and with nothing else of client.py (tests/test_regenerate.py checks): the records, a figure and a
-# table written as client.py writes them, the headings, the knees, the machine (CLIENT.md, client.py as a module).
+# All that bench/draw.py and bench/regenerate.py use of client.py, each in CLIENT.md (tests/test_regenerate.py checks).
 API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_heading", "sweep_markdown",
        "ranked_knees", "rates_text", "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY",
        "machine")
@@ -2324,10 +2322,8 @@ def main(argv=None):
     try:
         if args.all:
             return run_every_server(args)
-        # Nothing listening is one clear line, not a page of errors. Where /proc shows the port listening
-        # here, no connection is made to find out (the server would log it); elsewhere, and for --tls (a
-        # handshake first: a certificate that cannot be verified is one line too), one connection is,
-        # closed at once: the server logs it as an Accept and an EOF (CLIENT.md, "The probe").
+        # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
+        # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
         local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
         if args.tls or not (local and listening_sockets(args.port)):
             try:
