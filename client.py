@@ -836,10 +836,10 @@ def cpu_seconds():
 # ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
-    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
-    None if the clients fit, else why not. Windows has no such limit to raise."""
+    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); where the clients do not
+    fit, say so in one line and exit (0 clients: nothing to fit). Windows has no such limit to raise."""
     if resource is None:
-        return None
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
@@ -849,10 +849,9 @@ def fit_descriptors(clients, procs):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     need = -(-clients // procs) + 64
-    if soft < need:
-        return "{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
-            clients, procs, need, soft)
-    return None
+    if clients and soft < need:
+        die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
+            clients, procs, need, soft))
 
 
 def measure(host, port, w, procs, trace=None):
@@ -860,12 +859,10 @@ def measure(host, port, w, procs, trace=None):
     file trace, if given)."""
     if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
         procs = max(1, min(procs, round(w.rate * w.duration)))
-        fit_descriptors(1, procs)
+        fit_descriptors(0, procs)
     else:
         procs = max(1, min(procs, w.clients))
-        too_many = fit_descriptors(w.clients, procs)
-        if too_many:
-            die(too_many)
+        fit_descriptors(w.clients, procs)
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
@@ -1740,9 +1737,7 @@ def run_all(args, scenarios, entries, skipped):
     ranked rows each (those that cannot run here go to skipped)."""
     tables = []
     for label, w, work in scenarios:
-        too_many = fit_descriptors(w.clients, args.procs)
-        if too_many:
-            die(too_many)
+        fit_descriptors(w.clients, args.procs)
         servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
                    if not skip(skipped, server)]
         rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
