@@ -58,7 +58,6 @@ ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not c
                "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
                "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
                "other": "other errors"}
-ERROR_KINDS = tuple(ERROR_WORDS)
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -108,9 +107,7 @@ class Workload:
 
 
 class Preset(NamedTuple):
-    """A scenario of --all, and what it is: a closed-loop table (its clients x connects x messages, one
-    table per size), held or not, scaled or not, timed or not; or an open-loop sweep (rates). CLIENT.md's
-    "Scenarios" says what each is for."""
+    """A scenario of --all: a closed-loop table per size, or an open-loop sweep (CLIENT.md, "Scenarios")."""
     clients: int = 50
     connects: int = 1
     messages: int = 1
@@ -138,13 +135,13 @@ PRESETS = {
     # The httperf ping-pong benchmark of 'Asynchronous Servers in Python': the connection rate stepped up.
     "pingpong-sweep": Preset(rates="1000:40000:1000"),
 }
-# Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
-# within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 # What --all runs without --scenario and without a load shape: the README chart's scenario.
 DEFAULT_SCENARIO = "article-100"
 # A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
 # then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
 SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
+# Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
+# within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
 # Clearly past the limit: more than 1 % of the connections failed, or replies came back at
 # under 80 % of the offered rate. Two steps in a row of that end a sweep.
@@ -229,14 +226,13 @@ class Engine:
         self.cutoff = None  # with a time budget: when the run is cut
         self.by_fd = {}
         self.ready = []  # connects that completed inside connect(): handled at the next wake-up
-        self.errors = dict.fromkeys(ERROR_KINDS, 0)
+        self.errors = dict.fromkeys(ERROR_WORDS, 0)
         self.client_limits = {"ports": 0, "descriptors": 0}  # the client's own failures, not the server's
-        self.latencies = array.array("d")  # each message: sent -> echoed
+        self.latencies = array.array("d")  # each message verified: sent -> echoed
         self.responses = array.array("d")  # each connection: scheduled -> its last echo
         self.connect_times = array.array("d")  # each connect: connect() -> connected
-        self.connected_at = array.array("d")  # and when it connected
         self.handshakes = array.array("d")  # TLS (TLSEngine): each handshake, connected -> done
-        self.echo_sum, self.messages, self.connections, self.open, self.max_open = 0.0, 0, 0, 0, 0
+        self.echo_sum, self.connections, self.open, self.max_open = 0.0, 0, 0, 0
         self.last_done = None
         self.driver = None
 
@@ -286,7 +282,6 @@ class Engine:
     def established(self, c, now):
         """c's TCP connection is up."""
         self.connect_times.append(now - c.started)
-        self.connected_at.append(now)
         self.opened(c, now)
 
     def opened(self, c, now):
@@ -339,7 +334,6 @@ class Engine:
         if received != c.expected:
             return self.fail(c, "mismatch" if len(received) == self.size else "extra bytes")
         self.latencies.append(now - c.sent_at)
-        self.messages += 1
         c.seq += 1
         if (now - c.echo_started < self.seconds) if self.seconds else (c.seq < self.per_connection):
             return self.next_message(c, now)
@@ -425,11 +419,11 @@ class Engine:
 
     def figures(self):
         """What the parent combines: counts, and the timings as bytes."""
-        return {"messages": self.messages, "connections": self.connections, "echo_sum": self.echo_sum,
+        return {"messages": len(self.latencies), "connections": self.connections, "echo_sum": self.echo_sum,
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
                 "client_limits": self.client_limits, "last_done": self.last_done,
                 "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes(), "connected_at": self.connected_at.tobytes(),
+                "connect_times": self.connect_times.tobytes(),
                 "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
 
 
@@ -825,11 +819,8 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     driver.start(start)
     engine.run(driver)
     driver.finish()
-    cpu1 = cpu_seconds()
-    figures = dict(engine.figures(), **driver.times)
-    figures["end"] = time.perf_counter()
-    figures["cpu"] = cpu1 - cpu0
-    results.send(figures)
+    cpu = cpu_seconds() - cpu0
+    results.send(dict(engine.figures(), **driver.times, end=time.perf_counter(), cpu=cpu))
 
 
 def cpu_seconds():
@@ -845,10 +836,10 @@ def cpu_seconds():
 # ---------------------------------------------------------------- measuring
 
 def fit_descriptors(clients, procs):
-    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it);
-    None if the clients fit, else why not. Windows has no such limit to raise."""
+    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); where the clients do not
+    fit, say so in one line and exit (0 clients: nothing to fit). Windows has no such limit to raise."""
     if resource is None:
-        return None
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
@@ -858,10 +849,9 @@ def fit_descriptors(clients, procs):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     need = -(-clients // procs) + 64
-    if soft < need:
-        return "{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
-            clients, procs, need, soft)
-    return None
+    if clients and soft < need:
+        die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
+            clients, procs, need, soft))
 
 
 def measure(host, port, w, procs, trace=None):
@@ -869,12 +859,10 @@ def measure(host, port, w, procs, trace=None):
     file trace, if given)."""
     if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
         procs = max(1, min(procs, round(w.rate * w.duration)))
-        fit_descriptors(1, procs)
+        fit_descriptors(0, procs)
     else:
         procs = max(1, min(procs, w.clients))
-        too_many = fit_descriptors(w.clients, procs)
-        if too_many:
-            die(too_many)
+        fit_descriptors(w.clients, procs)
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
@@ -1181,18 +1169,16 @@ def as_dict(value):
 
 def counted(parts):
     """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
-    errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_KINDS}
-    cpu = sum(p["cpu"] for p in parts)
+    errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_WORDS}
     ordered = timings(parts, "connect_times")
-    figures = {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
-               "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
-               "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
-               "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
-               "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
-               "client_cpu_s": cpu, "connect_p50_ms": percentile(ordered, 0.50),
-               "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
-               "syn_retries": at_least(ordered, SYN_RETRY)}
-    return figures
+    return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
+            "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
+            "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
+            "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
+            "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
+            "client_cpu_s": sum(p["cpu"] for p in parts), "connect_p50_ms": percentile(ordered, 0.50),
+            "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
+            "syn_retries": at_least(ordered, SYN_RETRY)}
 
 
 def handshake_figures(parts, seconds):
@@ -1751,9 +1737,7 @@ def run_all(args, scenarios, entries, skipped):
     ranked rows each (those that cannot run here go to skipped)."""
     tables = []
     for label, w, work in scenarios:
-        too_many = fit_descriptors(w.clients, args.procs)
-        if too_many:
-            die(too_many)
+        fit_descriptors(w.clients, args.procs)
         servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
                    if not skip(skipped, server)]
         rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
@@ -1865,15 +1849,15 @@ def knee_rule_text(rule=KNEE_RULE):
             "and p99 at most {:g} ms").format(errors, 100 * rule["min_reply_ratio"], rule["max_p99_ms"])
 
 
-def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
+def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
-    print("{:<10} {} ({} client processes)".format("workload", describe(w), procs), file=out)
+    print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
     lines = text_lines(r)
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
-    print("\n".join(lines), file=out)
+    print("\n".join(lines))
     step = isinstance(r, Step)
     for applies, text in (
             (getattr(r, "connect_s", None) is not None,
@@ -1891,7 +1875,7 @@ def report(r, w, procs, out=sys.stdout, cpu_not_measured=None):
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
                                          "process below it, from /proc")):
         if applies:
-            print("{:<10} {}".format("note", text), file=out)
+            print("{:<10} {}".format("note", text))
 
 
 WIDTH = 100  # --all's terminal output fits this many columns; --json carries every figure
@@ -2035,9 +2019,7 @@ def machine():
 
 # ---------------------------------------------------------------- what bench/ uses
 
-# bench/draw.py writes client.py --all --json's output as Markdown and SVG, and bench/regenerate.py RESULTS.md,
-# with these, and with nothing else of client.py (tests/test_regenerate.py checks): the records, a figure and a
-# table written as client.py writes them, the headings, the knees, the machine (CLIENT.md, client.py as a module).
+# All that bench/draw.py and bench/regenerate.py use of client.py, each in CLIENT.md (tests/test_regenerate.py checks).
 API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_heading", "sweep_markdown",
        "ranked_knees", "rates_text", "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY",
        "machine")
@@ -2335,10 +2317,8 @@ def main(argv=None):
     try:
         if args.all:
             return run_every_server(args)
-        # Nothing listening is one clear line, not a page of errors. Where /proc shows the port listening
-        # here, no connection is made to find out (the server would log it); elsewhere, and for --tls (a
-        # handshake first: a certificate that cannot be verified is one line too), one connection is,
-        # closed at once: the server logs it as an Accept and an EOF (CLIENT.md, "The probe").
+        # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
+        # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
         local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
         if args.tls or not (local and listening_sockets(args.port)):
             try:
