@@ -501,8 +501,8 @@ def kept_timelines(folder):
     run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
           "ran with -q --work {:,}{}.".format(
               meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
-              "CPU a message (calibrated on echo_select.py: bench/results/timelines/meta.json says how)".format(
-                  meta["work_ms"]) if meta.get("work_ms") else " (given, not calibrated)")
+              "CPU a message (calibrated on echo_select.py: bench/results/{}/meta.json says how)".format(
+                  meta["work_ms"], folder.name) if meta.get("work_ms") else " (given, not calibrated)")
     if stall:
         caption = [run, "At {} s, one more connection (the bottom row), driven by bench/timelines.py with a socket "
                    "of its own on the same clock, sends {} MiB in pieces of {} MiB (a hollow tick each) and reads "
