@@ -106,7 +106,7 @@ PARTS = {
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
     # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
-    "timelines": ("md", "every server traced under one small load, and one client that stops reading (about 2 min)",
+    "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
                   [[sys.executable, "bench/timelines.py"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),

@@ -41,7 +41,7 @@ calibrates and prints them.
 The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
 and meta.json: the machine, the Python, the load, --work and its calibration); timelines.svg and
 stall.svg are drawn from them (bench/draw.py), as bench/regenerate.py --render draws them again. Run it
-alone on the machine (under 2 minutes on 2 cores): another load would share the cores.
+alone on the machine (under a minute on 2 cores): another load would share the cores.
 """
 import argparse
 import json
