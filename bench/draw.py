@@ -400,7 +400,8 @@ def timelines_svg(title, panels, caption, columns=3, row_h=8):
         for row, c in enumerate(timeline_rows(connections)):
             parts += timeline_row(c, x, ptop + row * row_h, row_h)
         for stalled in (c for c in connections if c.get("stall")):  # over the rows: who was served meanwhile
-            a, b = stalled["stall"]
+            # From its sender's block (the buffers full: the server can send it nothing more) to its first read.
+            a, b = stalled.get("sender_blocked") or stalled["stall"][0], stalled["stall"][1]
             parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}" fill-opacity="0.22" '
                          'stroke="{}" stroke-dasharray="3,2"/>'.format(x(a), ptop, max(1.0, x(b) - x(a)), plot_h,
                                                                        STALLED, STALLED))
@@ -448,7 +449,7 @@ def legend(left, y, width, stall):
     if stall:
         keys += [(lambda at, y: '<rect x="{}" y="{}" width="22" height="9" fill="{}" fill-opacity="0.22" stroke="{}" '
                                 'stroke-dasharray="3,2"/>'.format(at, y - 9, STALLED, STALLED),
-                  "while one client reads nothing"),
+                  "one client's buffers full, and it still reads nothing"),
                  (lambda at, y: '<path d="M{0} {1}v8 M{2} {1}h2v8h-2z" stroke="{3}" fill="none"/>'.format(
                      at + 6, y - 8, at + 14, STALLED), "that client: an echo, a send")]
     parts, at = [], left
@@ -459,6 +460,12 @@ def legend(left, y, width, stall):
         parts += [shape(at, y), svg_text(at + 28, y, text, fill="#333")]
         at += size + 8
     return parts, y
+
+
+def span_text(values, spec="{:.2f}"):
+    """A value, or the range of several, as the caption says it: 0.45-0.50."""
+    low, high = spec.format(min(values)), spec.format(max(values))
+    return low if low == high else "{}-{}".format(low, high)
 
 
 def wrapped(text, columns):
@@ -472,7 +479,7 @@ def kept_timelines(folder):
     folder = Path(folder)
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     stall = "stall_s" in meta
-    panels, taken = [], []
+    panels, taken, started = [], [], []
     for kept in meta["servers"]:
         _, connections = read_trace(folder / kept["trace"])
         label = " ".join([kept["server"], *kept["flags"]])
@@ -481,6 +488,8 @@ def kept_timelines(folder):
             gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
             if stalled and stalled.get("taken_before_blocking"):
                 taken.append(stalled["taken_before_blocking"] / 1e6)
+            if stalled:
+                started.append(stalled["connect"][0])
             note = "the others' longest wait for an echo: {}".format("-" if gap is None else
                                                                      "{:,.0f} ms".format(gap * 1000))
         else:
@@ -489,20 +498,20 @@ def kept_timelines(folder):
                 "no echo"
         failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
         panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
-    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}, every server " \
-          "run with -q --work {:,}{}.".format(
+    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
+          "ran with -q --work {:,}{}.".format(
               meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
-              "CPU a message ({})".format(meta["work_ms"], meta["calibration"]["how"]) if meta.get("work_ms") else
-              " (given, not calibrated)")
+              "CPU a message (calibrated on echo_select.py: bench/results/{}/meta.json says how)".format(
+                  meta["work_ms"], folder.name) if meta.get("work_ms") else " (given, not calibrated)")
     if stall:
-        caption = [run, "{:g} s after client.py started, one more connection, driven by bench/timelines.py with a "
-                   "socket of its own on the same clock, sends {} MiB in pieces of {} MiB and reads nothing (shaded) "
-                   "until {:g} s after its sender blocked, then reads its whole echo. The kernel took {} MB of it "
-                   "before its sender blocked. Above each panel: the longest the other clients waited for an echo "
-                   "while it read nothing.".format(
-                       meta["stall_after_s"], meta["stalled_bytes"] >> 20, meta["piece"] >> 20, meta["stall_s"],
-                       "-" if not taken else "{:.1f}".format(taken[0]) if len(set(taken)) == 1 else
-                       "{:.1f}-{:.1f}".format(min(taken), max(taken)))]
+        caption = [run, "At {} s, one more connection (the bottom row), driven by bench/timelines.py with a socket "
+                   "of its own on the same clock, sends {} MiB in pieces of {} MiB (a hollow tick each) and reads "
+                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MB of it, "
+                   "and the server could send it nothing more), then reads its whole echo. Above each "
+                   "panel: the longest the other clients waited for an echo from its connect() to its first "
+                   "read.".format(
+                       "-" if not started else span_text(started), meta["stalled_bytes"] >> 20, meta["piece"] >> 20,
+                       meta["stall_s"], "-" if not taken else span_text(taken, "{:.1f}"))]
         return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
     caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
                "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "

@@ -1,16 +1,18 @@
 # SPDX-License-Identifier: 0BSD
-"""Measure everything RESULTS.md reports, then write RESULTS.md, SWEEPS.md, results.svg and openloop.svg.
+"""Measure everything RESULTS.md reports, then write RESULTS.md, SWEEPS.md and the pictures (results.svg,
+openloop.svg, timelines.svg and stall.svg).
 
     python3 bench/regenerate.py [--only PART,...] [--render]
 
 One command, the repository alone: each PART below runs client.py or a benchmark script of this
 folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
 the Pythons, the commit, when, how long); then the documents are written from what is kept there,
-with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts,
-so every figure comes from this run. --only measures some parts again (the others are kept);
---render measures nothing and writes the documents from bench/results/ again. 45 minutes on the
-2-core machine RESULTS.md names, one part at a time (never run it beside another load: the figures
-would be the two loads'). A part that fails is reported and RESULTS.md names it; the rest still runs.
+with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts
+(timelines.svg and stall.svg from bench/timelines.py's traces), so every figure comes from this run.
+--only measures some parts again (the others are kept); --render measures nothing and writes the
+documents from bench/results/ again. 45 minutes on the 2-core machine RESULTS.md names, one part at a
+time (never run it beside another load: the figures would be the two loads'). A part that fails is
+reported and RESULTS.md names it; the rest still runs.
 """
 import argparse
 import calendar
@@ -102,6 +104,10 @@ PARTS = {
     "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
+    # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
+    # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
+    "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
+                  [[sys.executable, "bench/timelines.py"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
 }
@@ -768,7 +774,7 @@ def n_text(value):
 
 def render(to):
     """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, and
-    timelines.svg and stall.svg from the traces kept there."""
+    timelines.svg and stall.svg from the traces kept there (bench/timelines.py's)."""
     meta = load("meta") or {"parts": {}}
     v = values(meta)
     text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)

@@ -12,18 +12,24 @@ after the last one ends). Two servers get a flag of their own:
   the clients beyond them are dropped and retried a second later, which would stretch every panel by a
   second (client.py --json counts such connects in syn_retries: try it without the flag).
 - echo_prefork.py and echo_prethread.py --workers 4, so that their waves of 4 show.
-If a shape does not show, change the load here, not the drawing, and say why beside it.
+If a shape does not show, change the load here, not the drawing, and say why beside it. What was tried:
+prefork's and prethread's first 4 connections start together, and the next ones start as each of them ends,
+at different times (4 workers on 2 cores beside the client); the later waves stood apart (each wave's 4
+first echoes within half the time between two waves' starts) in 3 runs of 6 for prefork and 2 of 6 for
+prethread with 20 messages a connection, and the same with 40, so the shorter load stays. echo_thread.py's
+rows start apart, not together (its accepting thread waits its turn at the GIL behind the busy ones): the
+pattern's, not the load's.
 
 stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,
 echo_asyncio_protocol.py and echo_thread.py, 5 clients exchange (client.py --trace, one connection of
 STALL_MESSAGES messages each) while a sixth connection, driven from here with a socket of its own,
-sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 7-9.5 MB before
+sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6.3-9.4 MB before
 such a sender blocked) and reads none of its echo until STALL_S seconds after its sender blocked, then
-reads it all. client.py has
-no such mode, and gets none: the stalled client is a few lines here, on client.py's clock (its trace's
-t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every process), written as one more
-connection line of the trace, with "who": "stalled" and "stall": [from, to] (when it read nothing). That
-keeps client.py a measuring tool of bounded size (issue 41) and the experiment in one file.
+reads it all. client.py has no such mode, and gets none: the stalled client is a few lines here, on
+client.py's clock (its trace's t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every
+process), written as one more connection line of the trace, with "who": "stalled" and "stall": [from, to]
+(when it read nothing). That keeps client.py a measuring tool of bounded size (issue 41) and the
+experiment in one file.
 
 --work N: the servers' CPU a message. By default it is calibrated first (calibrate()): sum(range(N))
 timed in this Python gives a first N for 1 ms; then echo_select.py (one thread: its CPU is the
@@ -35,7 +41,7 @@ calibrates and prints them.
 The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
 and meta.json: the machine, the Python, the load, --work and its calibration); timelines.svg and
 stall.svg are drawn from them (bench/draw.py), as bench/regenerate.py --render draws them again. Run it
-alone on the machine (under 2 minutes on 2 cores): another load would share the cores.
+alone on the machine (under a minute on 2 cores): another load would share the cores.
 """
 import argparse
 import json
@@ -79,7 +85,7 @@ STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sen
 # while to read that much (a trial with 0.1 s took a pause at 4.2 MB for the block).
 BLOCKED_S = 0.5
 PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
-STALL_BYTES = 16 * PIECE  # more than the 7-9.5 MB the kernel took before such a sender blocked
+STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6.3-9.4 MB: bench/results/stall/)
 
 
 def log(text):

@@ -209,3 +209,25 @@ def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
     assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
     assert "took 8.4 MB" in texts and "until 1 s after its sender blocked" in texts
     assert draw.STALLED in svg
+
+
+def test_the_stall_is_shaded_from_the_senders_block_and_the_caption_says_when_it_connected(tmp_path):
+    """The others stall only once the stalled client's buffers are full: the shade begins at its sender's block
+    (its line's sender_blocked), not at its connect(), and the caption gives its connect() on the panels' axis
+    (from the trace, not from the script's schedule)."""
+    def others():
+        return [trace_line(k, 0.0, [0.01 * i for i in range(1, 80)] + [1.9 + 0.01 * i for i in range(10)])
+                for k in range(2)]
+    folder = kept(tmp_path / "stall", ["echo_select.py"], others, stall=[0.45, 1.9])
+    trace = folder / "echo_select.jsonl"
+    lines = trace.read_text().splitlines()
+    stalled = dict(json.loads(lines[-1]), connect=[0.45, 0.4502], sender_blocked=0.9)
+    trace.write_text("\n".join(lines[:-1] + [json.dumps(stalled)]) + "\n")
+    svg = draw.kept_timelines(folder)
+    panel = next(g for g in ET.fromstring(svg).iter(SVG + "g") if g.get("class") == "panel")
+    shade = [r for r in panel.iter(SVG + "rect") if r.get("fill") == draw.STALLED]
+    x = draw.Scale(0, draw.nice_ceiling(max(c["end"] for c in others() + [stalled])), draw.PANEL_LEFT, draw.PANEL_W)
+    assert [(float(r.get("x")), float(r.get("width"))) for r in shade] == [
+        (round(x(0.9), 1), round(x(1.9) - x(0.9), 1))]
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    assert "At 0.45 s, one more connection" in texts, texts
