@@ -146,6 +146,7 @@ def measure(name):
     meta = load("meta") or {}
     meta.setdefault("parts", {})[name] = {
         "seconds": round(time.monotonic() - started), "commit": git("rev-parse", "--short", "HEAD"),
+        "linux": platform.release(),  # a part's own: the machine's kernel may change between sittings
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
         "changed": git("diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py", "bench/*.py", "tests/*.py").split(),
         "failed": failed,
@@ -153,7 +154,7 @@ def measure(name):
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    meta.update(machine=client.machine(), linux=platform.release(), openssl=ssl.OPENSSL_VERSION,
+    meta.update(machine=client.machine(), openssl=ssl.OPENSSL_VERSION,
                 cores=len(os.sched_getaffinity(0)), host=socket.gethostname())
     (RESULTS / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print("== {}: {:.0f} s{}".format(name, time.monotonic() - started, "; " + "; ".join(failed) if failed else ""),
@@ -335,12 +336,22 @@ def sittings(parts, gap=300):
     return "in {} sittings ({})".format(len(merged), listing(span(a, b) for a, b in merged))
 
 
+def kernels(parts):
+    """The Linux the parts ran on: the most parts' release, and the others' after it with the parts they name."""
+    found = {}
+    for name, p in sorted(parts.items()):
+        found.setdefault(p.get("linux", "-"), []).append(name)
+    most = max(found, key=lambda release: len(found[release]), default="-")
+    return most + "".join(" and, for {}, {}".format(listing(names), release) for release, names in found.items()
+                          if release != most)
+
+
 def run_values(meta):
     """When, where and at which commits the parts ran; the tables kept as the scripts printed them."""
     parts = meta.get("parts", {})
     v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
          "cores": meta.get("cores", "-"),
-         "linux": meta.get("linux", "-"), "openssl": meta.get("openssl", "-"),
+         "linux": kernels(parts), "openssl": meta.get("openssl", "-"),
          "commit": listing(dict.fromkeys(  # in the order they were measured at
              p["commit"] + (" (with uncommitted changes)" if p.get("dirty", p.get("changed")) else "")
              for p in sorted(parts.values(), key=lambda p: p.get("started", p["when"])))),

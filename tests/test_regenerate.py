@@ -35,8 +35,8 @@ def test_every_part_was_measured_and_says_where():
     meta = json.loads((ROOT / "bench" / "results" / "meta.json").read_text())
     assert sorted(meta["parts"]) == sorted(regenerate.PARTS), "measure the missing parts: --only PART"
     for name, part in meta["parts"].items():
-        assert part["commit"] and part["when"] and part["commands"], name
-    assert meta["machine"] and meta["linux"] and meta["cores"]
+        assert part["commit"] and part["when"] and part["commands"] and part["linux"], name
+    assert meta["machine"] and meta["cores"]
 
 
 
@@ -83,6 +83,15 @@ def test_the_header_names_each_sitting_the_parts_were_measured_in():
     unstarted = [part("13:00", "13:10"), {"when": "2026-11-24 13:40 UTC", "seconds": 1800}]
     assert regenerate.sittings(unstarted) == "from 2026-11-24 13:00 UTC to 2026-11-24 13:40 UTC"
     assert regenerate.sittings([part("13:00", "13:00")]) == "at 2026-11-24 13:00 UTC"
+
+
+def test_the_header_names_the_kernel_each_part_ran_on():
+    """A part measured again on a machine whose kernel has changed does not give its kernel to the others."""
+    import regenerate
+    parts = {"article": {"linux": "6.1-a"}, "bulk": {"linux": "6.1-a"}, "timelines": {"linux": "6.2-b"},
+             "tls": {"linux": "6.2-b"}, "soak": {"linux": "6.1-a"}}
+    assert regenerate.kernels(parts) == "6.1-a and, for timelines and tls, 6.2-b"
+    assert regenerate.kernels({"article": {"linux": "6.1-a"}}) == "6.1-a"
 
 
 def test_the_first_answer_follows_the_figures_not_a_fixed_sentence():
