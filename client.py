@@ -812,7 +812,8 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     else:
         driver = ClosedLoop(engine, range(index, w.clients, procs), w, barrier)
     results.send("ready")
-    go.wait()
+    if not go.wait(60 * (procs + 1)):  # the parent waits at most 60 s for each worker: it is gone
+        return
     cpu0 = cpu_seconds()
     start = time.perf_counter()
     engine.cutoff = start + w.budget if w.budget else None
@@ -902,15 +903,15 @@ def measure(host, port, w, procs, trace=None):
     return (combine_open if w.rate else combine)(parts, w)
 
 
-def write_trace(f, t0, host, port, w, parts):
-    """--trace: the run's line, then each connection's, its times in seconds from t0; closes f. (CLIENT.md, "A trace
-    of each connection".)"""
+def write_trace(path, t0, host, port, w, parts):
+    """--trace: the run's line, then each connection's, its times in seconds from t0, to the file path. (CLIENT.md,
+    "A trace of each connection".)"""
     at = lambda t: None if t is None else round(t - t0, 6)
     lines = [{"trace": 1, "t0": t0, "clock": "perf_counter", "host": host, "port": port, "workload": as_dict(w)}]
     lines += [dict(life, connect=[at(t) for t in life["connect"]], messages=[[at(s), at(e)] for s, e in
                                                                             life["messages"]], end=at(life["end"]))
               for part in parts for life in part["trace"]]
-    with f:
+    with open(path, "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(line) + "\n" for line in lines))
 
 
@@ -1531,17 +1532,24 @@ class RunningServer:
     all its children can be measured and stopped together. Each is kept in `started`:
     main() stops those a run left, whatever ended it (a stop signal, an error)."""
     started = []
+    starting, stopped = False, None  # a stop signal while one starts is raised once it is in `started`
 
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
         self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
-        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert,
-                                      *extra],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
-                                     start_new_session=True)
-        RunningServer.started.append(self)
+        RunningServer.starting = True
+        try:
+            self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
+                                          *cert, *extra],
+                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
+                                         start_new_session=True)
+            RunningServer.started.append(self)
+        finally:
+            RunningServer.starting = False
+            if RunningServer.stopped:
+                raise KeyboardInterrupt(RunningServer.stopped)
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
@@ -2172,9 +2180,11 @@ def parse_args(argv):
              "{:,}".format(*TRACED, connections, messages))):
         if wrong:
             parser.error(message)
-    if args.trace:  # opened now: a path that cannot be written is one line, before anything starts
+    # --trace's file is tried now, not emptied: a path that cannot be written is one line before anything starts,
+    # and a trace there is replaced only by a run that writes another.
+    if args.trace:
         try:
-            args.trace = open(args.trace, "w", encoding="utf-8")
+            open(args.trace, "a", encoding="utf-8").close()
         except OSError as e:
             parser.error("argument --trace: cannot write {}: {}".format(args.trace, e.strerror or e))
     if args.cafile:
@@ -2307,6 +2317,9 @@ def stop_signal(signum, frame):
     """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if RunningServer.starting:  # not while a server starts: it would be left running, out of `started`
+        RunningServer.stopped = signum
+        return
     raise KeyboardInterrupt(signum)
 
 
@@ -2332,7 +2345,9 @@ def main(argv=None):
     except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal to this process alone: what runs is stopped below
         note("interrupted")
         return 128 + (e.args[0] if e.args else signal.SIGINT)
-    finally:
+    finally:  # what is left is stopped, bounded: a stop signal now would only cut it short
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for worker in multiprocessing.active_children():
             worker.kill()
         stop_servers(RunningServer.started, patience=0.5)

@@ -641,6 +641,35 @@ def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
     assert not echo_processes() - before, "a server it started outlived it"
 
 
+def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch, tmp_path):
+    """The signal lands inside Popen (after the fork, before the server is kept in `started`): it is raised once
+    the server is kept, so that main() stops it."""
+    client, popen, started = client_module, subprocess.Popen, []
+
+    def signalled_inside(*args, **kwargs):
+        proc = popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
+                     stdout=subprocess.PIPE)
+        started.append(proc)
+        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+        return proc
+
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(client.subprocess, "Popen", signalled_inside)
+    monkeypatch.setattr(client.RunningServer, "started", [])
+    try:
+        with pytest.raises(KeyboardInterrupt) as stopped:
+            client.RunningServer(tmp_path / "echo_any.py", 0)
+        assert stopped.value.args == (signal.SIGTERM,)
+        assert [server.proc for server in client.RunningServer.started] == started
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        client.RunningServer.stopped = None
+        for proc in started:
+            proc.kill()
+            proc.communicate()
+
+
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
 # answers --help, as --all asks.
 CLOSING = """import argparse, socket

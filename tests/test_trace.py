@@ -126,3 +126,15 @@ def test_a_path_that_cannot_be_written_is_one_line_before_anything_starts(tmp_pa
             listening.accept()
     assert result.returncode != 0 and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "cannot write" in result.stderr and "No such file or directory" in result.stderr
+
+
+def test_a_refused_run_leaves_an_earlier_trace_as_it_was(tmp_path):
+    """The path is tried before anything starts, but a trace already there is replaced only by a run's."""
+    path = tmp_path / "trace.jsonl"
+    path.write_text("an earlier run\n")
+    with socket.socket() as closed:  # a port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    result = client("--port", str(port), "--trace", str(path))
+    assert result.returncode != 0 and "cannot connect" in result.stderr and "Traceback" not in result.stderr
+    assert path.read_text() == "an earlier run\n"
