@@ -64,7 +64,7 @@ def send_recv_loop(sock):
     # One buffer, read into again and again: a fresh one per recv() fragments the heap (RESULTS.md).
     buffer = memoryview(bytearray(BUFSIZE))
     try:
-        # The deadline is wait_ready()'s, not a socket timeout: a stop signal's handler cannot run inside recv().
+        # The deadline is wait_ready()'s, not a socket timeout: recv() would wait on after a stop signal (PEP 475).
         # recv() returns b"" at EOF, as the article tested (data == b'').
         while wait_to_receive(sock) and (data := buffer[:sock.recv_into(buffer)]) and keep_echoing(sock):
             log("Recv:{!r}", bytes(data[:LOG_BYTES]))
@@ -179,7 +179,7 @@ def take_child_signals():
 
 def wait_for_client(server_sock):
     """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
-    if server_sock.getblocking():  # once: accept() must never wait in the kernel, where a handler cannot run
+    if server_sock.getblocking():  # once: a blocking accept() would wait on after a stop signal (PEP 475)
         server_sock.setblocking(False)
     while not (stopping or wait_ready(server_sock)):
         pass
@@ -433,7 +433,7 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
     None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""

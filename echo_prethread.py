@@ -374,7 +374,7 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
     None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""

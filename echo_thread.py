@@ -112,7 +112,7 @@ def take_stop_signals(handler):
 
 def wait_for_client(server_sock):
     """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
-    if server_sock.getblocking():  # once: accept() must never wait in the kernel, where a handler cannot run
+    if server_sock.getblocking():  # once: a blocking accept() would wait on after a stop signal (PEP 475)
         server_sock.setblocking(False)
     while not (stopping or wait_ready(server_sock)):
         pass
@@ -366,7 +366,7 @@ def wakeup_pipe():
 
 
 def wait_ready(sock, timeout=None, write=False):
-    """Wait until sock is readable (writable, with write=True): True; False if a signal came first;
+    """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
     None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
