@@ -114,8 +114,26 @@ def test_the_markdown_names_the_machine_that_measured_and_the_servers_skipped(cl
     results = draw.from_json({"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "tables": [], "sweeps": [],
                               "skipped": {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks"}})
     text = draw.markdown(results)
-    assert text.splitlines()[0] == "Measured by `python3 client.py --all` on Some CPU, 2 cores, Python 3.11.7, Linux."
+    assert text.splitlines()[0].startswith("Measured by client.py --all on Some CPU, 2 cores, Python 3.11.7, Linux.")
     assert "- echo_epoll.py needs epoll, which this system lacks" in text
+
+
+def test_the_markdown_names_the_scenarios_and_servers_its_records_carry_and_no_command_line(client_module):
+    """The records keep each table's and sweep's scenario and workload, not the command line that ran them: the
+    first line names what they keep, and says the rest is not known."""
+    c = client_module
+    table = {"scenario": "article-100", "workload": c.Workload(clients=100, connects=5, messages=50), "server_work": 0,
+             "rows": [c.Run(server="echo_epoll.py", msgs_per_s=900.0), c.Run(server="echo_thread.py", failed="x")]}
+    sweep = {"scenario": "pingpong-sweep", "server": "echo_epoll.py", "knee": 1000, "knee_at_top": False,
+             "failed": None, "client_limited": False, "stopped_early": False, "rates": [1000, 2000],
+             "workload": c.Workload(duration=1.0),
+             "steps": [c.Step(offered_rate=1000.0, client_ports_exhausted=0, client_descriptors_exhausted=0)]}
+    text = draw.markdown({"machine": "Some CPU", "tables": [table, dict(table, scenario="c1k")], "sweeps": [sweep]})
+    first = text.split("\n\n")[0]
+    assert first.startswith("Measured by client.py --all on Some CPU: 2 servers in the closed-loop scenarios "
+                            "article-100 and c1k, and the open-loop sweep pingpong-sweep.")
+    assert "not client.py's command line" in first, first
+    assert "`python3 client.py" not in first  # no command it cannot know
 
 
 # ---- timelines: drawn from client.py --trace's files; these are hand-made, in its format
