@@ -34,6 +34,7 @@ from pathlib import Path
 import draw
 from common import SERVERS, TLS_SERVERS, client, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
+import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -48,7 +49,7 @@ SCALING_SERVERS = ["echo_reuseport.py", "echo_thread.py"]  # bench/scaling.py's 
 SCALING_16 = RESULTS / "scaling-16core"  # an outside measurement on 16 cores: its records, machine and command
 DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
 # The pictures of who is served when, and of one client that stops reading: bench/timelines.py's traces.
-TRACED = {"timelines.svg": RESULTS / "timelines", "stall.svg": RESULTS / "stall"}
+TRACED = {picture: RESULTS / part for part, picture in timelines.PICTURES.items()}
 
 
 def pythons():
@@ -107,7 +108,7 @@ PARTS = {
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
     # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
     "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
-                  [[sys.executable, "bench/timelines.py"]]),
+                  [[sys.executable, "bench/timelines.py", "--no-draw"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
 }
@@ -803,9 +804,7 @@ def render(to):
     article = tables("article")
     if article:
         (to / "results.svg").write_text(draw.chart(list(article.values()), []))
-    for name, folder in TRACED.items():  # bench/timelines.py's traces, where they are kept
-        if (folder / "meta.json").exists():
-            (to / name).write_text(draw.kept_timelines(folder))
+    timelines.draw_pictures(to)  # timelines.svg and stall.svg, from bench/timelines.py's traces where they are kept
 
 
 if __name__ == "__main__":

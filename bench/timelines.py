@@ -2,7 +2,7 @@
 """Who is served when: every server under one small load, traced by client.py --trace and drawn as
 timelines.svg; then one client that stops reading, beside the others, drawn as stall.svg.
 
-    python3 bench/timelines.py [--part timelines,stall] [--work N] [--calibrate] [SERVER ...]
+    python3 bench/timelines.py [--part timelines,stall] [--work N] [--calibrate] [--no-draw] [SERVER ...]
 
 timelines: each server (the article's nine first, then the rest) is started with -q --work N and traced
 under one load: 12 clients arriving together, each with one connection of 20 messages of 32 B (one
@@ -40,8 +40,10 @@ calibrates and prints them.
 
 The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
 and meta.json: the machine, the Python, the load, --work and its calibration); timelines.svg and
-stall.svg are drawn from them (bench/draw.py), as bench/regenerate.py --render draws them again. Run it
-alone on the machine (under a minute on 2 cores): another load would share the cores.
+stall.svg are drawn from them by draw_pictures() (bench/draw.py's kept_timelines()), once the parts asked
+for are measured. bench/regenerate.py runs this with --no-draw as its timelines part and draws them in its
+render() with the same draw_pictures(), so that they are drawn in one place. Run it alone on the machine
+(under a minute on 2 cores): another load would share the cores.
 """
 import argparse
 import json
@@ -86,6 +88,7 @@ STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sen
 BLOCKED_S = 0.5
 PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
 STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6.3-9.4 MB: bench/results/stall/)
+PICTURES = {"timelines": "timelines.svg", "stall": "stall.svg"}  # each part's picture, at the repository's root
 
 
 def log(text):
@@ -335,12 +338,23 @@ def stall(servers, work, how):
     return folder
 
 
+def draw_pictures(to=ROOT, parts=PICTURES):
+    """Each part's picture (PICTURES) drawn into the folder to from the traces kept in bench/results/PART/, where
+    they are kept: the one place timelines.svg and stall.svg are drawn (bench/regenerate.py's render() calls it)."""
+    for part in parts:
+        folder = RESULTS / part
+        if (folder / "meta.json").exists():
+            (to / PICTURES[part]).write_text(draw.kept_timelines(folder))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("servers", nargs="*", help="e.g. echo_simple.py (default: every server of the part)")
     parser.add_argument("--part", default="timelines,stall", help="timelines, stall or both (default: both)")
     parser.add_argument("--work", type=int, help="the servers' --work (default: calibrated here first)")
     parser.add_argument("--calibrate", action="store_true", help="only calibrate --work, and print what was measured")
+    parser.add_argument("--no-draw", action="store_true", help="keep the traces and draw nothing (bench/regenerate.py "
+                        "draws them with the rest)")
     args = parser.parse_args()
     parts = [p.strip() for p in args.part.split(",") if p.strip()]
     if set(parts) - {"timelines", "stall"} or not parts:
@@ -353,11 +367,11 @@ def main():
         return 0
     work, how = (args.work, {"work": args.work, "how": "given with --work"}) if args.work is not None else calibrate()
     if "timelines" in parts:
-        folder = timelines([s for s in ORDER if not args.servers or s in args.servers], work, how)
-        (ROOT / "timelines.svg").write_text(draw.kept_timelines(folder))
+        timelines([s for s in ORDER if not args.servers or s in args.servers], work, how)
     if "stall" in parts:
-        folder = stall([s for s in STALL_SERVERS if not args.servers or s in args.servers], work, how)
-        (ROOT / "stall.svg").write_text(draw.kept_timelines(folder))
+        stall([s for s in STALL_SERVERS if not args.servers or s in args.servers], work, how)
+    if not args.no_draw:
+        draw_pictures(ROOT, parts)
     return 0
 
 
