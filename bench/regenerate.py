@@ -642,8 +642,10 @@ def n1_load_first(runs):
 
 
 def set_apart(apart, runs, rate):
-    """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s, and whether they too
-    fall below their row's N=1 msgs/s (then the drop on more cores is not the load's)."""
+    """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s beside their server's
+    N=1 msgs/s in that shape (named: the table has no row for some, SCALING_ROWS), and whether they too fall below it
+    (then the drop on more cores is not the load's)."""
+    shown = {(shape, name) for shape, name, _ in SCALING_ROWS}
     if not apart:
         return ""
     done = lambda found: "" if not any(r["errors"] for r in found) else \
@@ -655,12 +657,13 @@ def set_apart(apart, runs, rate):
             listing(sorted({str(n) for shape, name, n in apart})),
             listing("{:,}".format(x) for x in sorted({runs[shape, name, 1][0]["msgs_total"] * n
                                                       for shape, name, n in apart}, reverse=True)),
-            "; ".join("echo_{}.py {} at N={}: {}{}".format(
+            "; ".join("echo_{}.py {} at N={}: {}{}, against {} at N=1{}".format(
                 name, {"long": "held", "short": "short"}[shape], n,
-                listing("{:,}".format(r["msgs_per_s"]) for r in found), done(found))
+                listing("{:,}".format(r["msgs_per_s"]) for r in found), done(found), n_text(rate[shape, name, 1]),
+                "" if (shape, name) in shown else " (a row the table does not show)")
                 for (shape, name, n), found in sorted(apart.items())),
-            "each below its row's N=1 msgs/s, as with the N=1 load, so the drop does not come from the load" if below
-            else "not all below their row's N=1 msgs/s: with N times the load the finding differs")
+            "each below its N=1 msgs/s, as with the N=1 load, so the drop does not come from the load" if below
+            else "not all below their N=1 msgs/s: with N times the load the finding differs")
 
 
 def given(at):
