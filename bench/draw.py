@@ -507,7 +507,7 @@ def kept_timelines(folder):
             stalled = next((c for c in connections if c.get("stall")), None)
             gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
             if stalled and stalled.get("taken_before_blocking"):
-                taken.append(stalled["taken_before_blocking"] / 1e6)
+                taken.append(round(stalled["taken_before_blocking"] / (1 << 20), 1))  # MiB, as its pieces are
             if stalled:
                 started.append(stalled["connect"][0])
             note = "the others' longest wait for an echo: {}".format("-" if gap is None else
@@ -526,12 +526,12 @@ def kept_timelines(folder):
     if stall:
         caption = [run, "At {} s, one more connection (the bottom row), driven by bench/timelines.py with a socket "
                    "of its own on the same clock, sends {} MiB in pieces of {} MiB (a hollow tick each) and reads "
-                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MB of it, "
+                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MiB of it, "
                    "and the server could send it nothing more), then reads its whole echo. Above each "
                    "panel: the longest the other clients waited for an echo from its connect() to its first "
                    "read.".format(
                        "-" if not started else span_text(started), meta["stalled_bytes"] >> 20, meta["piece"] >> 20,
-                       meta["stall_s"], "-" if not taken else span_text(taken, "{:.1f}"))]
+                       meta["stall_s"], "-" if not taken else span_text(taken, "{:g}"))]
         return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
     caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
                "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "

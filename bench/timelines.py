@@ -23,7 +23,7 @@ pattern's, not the load's.
 stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,
 echo_asyncio_protocol.py and echo_thread.py, 5 clients exchange (client.py --trace, one connection of
 STALL_MESSAGES messages each) while a sixth connection, driven from here with a socket of its own,
-sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6.3-9.4 MB before
+sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6-9 MiB before
 such a sender blocked) and reads none of its echo until STALL_S seconds after its sender blocked, then
 reads it all. client.py has no such mode, and gets none: the stalled client is a few lines here, on
 client.py's clock (its trace's t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every
@@ -84,10 +84,11 @@ STALL_AFTER = 0.8  # seconds after client.py starts: its clients are exchanging 
 STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sender blocked
 # A sender that made no progress this long is blocked: the buffers are full. Shorter pauses come while they
 # fill: a blocking send() waits for a third of its buffer to be free, and with --work the server takes a
-# while to read that much (a trial with 0.1 s took a pause at 4.2 MB for the block).
+# while to read that much (a trial with 0.1 s took a pause at 4 MiB for the block).
 BLOCKED_S = 0.5
-PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
-STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6.3-9.4 MB: bench/results/stall/)
+MIB = 1 << 20
+PIECE = MIB  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
+STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6-9 MiB: bench/results/stall/)
 PICTURES = {"timelines": "timelines.svg", "stall": "stall.svg"}  # each part's picture, at the repository's root
 
 
@@ -323,16 +324,16 @@ def stall(servers, work, how):
                                 "stalled_how": line.get("how"), "taken_before_blocking": line.get(
                                     "taken_before_blocking"), "others_across_the_stall": across,
                                 "others_longest_wait_s": gap})
-        log("{}: {}; stalled client {}, {:.1f} MB taken before it blocked; the others' longest wait {}{}".format(
+        log("{}: {}; stalled client {}, {:g} MiB taken before it blocked; the others' longest wait {}{}".format(
             script, figures.get("failed") or "{} errors".format(figures.get("errors")), line.get("how"),
-            (line.get("taken_before_blocking") or 0) / 1e6, "-" if gap is None else "{:.0f} ms".format(gap * 1000),
+            round((line.get("taken_before_blocking") or 0) / MIB, 1), "-" if gap is None else "{:.0f} ms".format(gap * 1000),
             "" if across else "; the others did not exchange across the whole stall: raise STALL_MESSAGES"))
     (folder / "meta.json").write_text(json.dumps(kept, indent=1) + "\n")
-    print("\n".join(["| server | errors | the stalled client | MB taken before its sender blocked | the others' "
+    print("\n".join(["| server | errors | the stalled client | MiB taken before its sender blocked | the others' "
                      "longest wait for an echo, ms | the others exchanged across the stall |",
                      "|---|---:|---|---:|---:|---|"] + ["| {} | {} | {} | {} | {} | {} |".format(
                          k["server"], k["errors"], k["stalled_how"], "-" if not k["taken_before_blocking"] else
-                         "{:.1f}".format(k["taken_before_blocking"] / 1e6), "-" if k["others_longest_wait_s"] is None
+                         "{:g}".format(round(k["taken_before_blocking"] / MIB, 1)), "-" if k["others_longest_wait_s"] is None
                          else "{:,.0f}".format(k["others_longest_wait_s"] * 1000),
                          "yes" if k["others_across_the_stall"] else "no") for k in kept["servers"]]) + "\n", flush=True)
     return folder

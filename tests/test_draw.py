@@ -225,7 +225,8 @@ def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
     assert panels(svg) == ["echo_select.py"]
     texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
     assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
-    assert "took 8.4 MB" in texts and "until 1 s after its sender blocked" in texts
+    assert "the kernel took 8 MiB of it" in texts and " MB" not in texts  # whole MiB: its pieces are 1 MiB
+    assert "until 1 s after its sender blocked" in texts
     assert draw.STALLED in svg
 
 
