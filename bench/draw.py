@@ -131,7 +131,8 @@ LINE, KNEE = "#1f5fa8", "#d9480f"  # a server's lines; its knee
 
 
 def chart(tables, sweeps):
-    """The --svg file: the bars of the closed-loop tables, the three graphs of the sweeps, or both stacked."""
+    """The --svg file: the bars of the closed-loop tables, the sweeps' small multiples (a row of panels per server:
+    its reply rate, response time and errors against the offered rate), or both stacked."""
     figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
     parts, y = [], 0
     for _, height, figure in figures:
@@ -507,7 +508,7 @@ def kept_timelines(folder):
             stalled = next((c for c in connections if c.get("stall")), None)
             gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
             if stalled and stalled.get("taken_before_blocking"):
-                taken.append(round(stalled["taken_before_blocking"] / (1 << 20), 1))  # MiB, as its pieces are
+                taken.append(round(stalled["taken_before_blocking"] / (1 << 20), 1))  # MiB, its pieces' unit
             if stalled:
                 started.append(stalled["connect"][0])
             note = "the others' longest wait for an echo: {}".format("-" if gap is None else
