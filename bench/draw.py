@@ -519,9 +519,10 @@ def kept_timelines(folder):
                 "no echo"
         failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
         panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
-    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
+    run = "Measured on {}, {}, at {}{}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
           "ran with -q --work {:,}{}.".format(
-              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
+              meta["machine"], meta["when"], meta["commit"], " (with uncommitted changes)" if meta.get("changed") else
+              "", meta["load"], meta["work"], ", about {:.2f} ms of its "
               "CPU a message (calibrated on echo_select.py: bench/results/{}/meta.json says how)".format(
                   meta["work_ms"], folder.name) if meta.get("work_ms") else " (given, not calibrated)")
     if stall:

@@ -32,7 +32,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
-from common import SERVERS, TLS_SERVERS, client, without_paths
+from common import SERVERS, TLS_SERVERS, changed_files, client, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
 import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
 
@@ -149,7 +149,7 @@ def measure(name):
         "seconds": round(time.monotonic() - started), "commit": git("rev-parse", "--short", "HEAD"),
         "linux": platform.release(),  # a part's own: the machine's kernel may change between sittings
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
-        "changed": git("diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py", "bench/*.py", "tests/*.py").split(),
+        "changed": changed_files(),
         "failed": failed,
         "commands": [shlex.join("python3" if word == sys.executable else word for word in c) for c in commands[:1]] + (
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),

@@ -39,11 +39,11 @@ server about 1 ms in all; the figures are kept in the meta.json beside the trace
 calibrates and prints them.
 
 The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
-and meta.json: the machine, the Python, the load, --work and its calibration); timelines.svg and
-stall.svg are drawn from them by draw_pictures() (bench/draw.py's kept_timelines()), once the parts asked
-for are measured. bench/regenerate.py runs this with --no-draw as its timelines part and draws them in its
-render() with the same draw_pictures(), so that they are drawn in one place. Run it alone on the machine
-(under a minute on 2 cores): another load would share the cores.
+and meta.json: the machine, the Python, the commit and the files that differed from it, the load, --work
+and its calibration); timelines.svg and stall.svg are drawn from them by draw_pictures() (bench/draw.py's
+kept_timelines()), once the parts asked for are measured. bench/regenerate.py runs this with --no-draw as
+its timelines part and draws them in its render() with the same draw_pictures(), so that they are drawn in
+one place. Run it alone on the machine (under a minute on 2 cores): another load would share the cores.
 """
 import argparse
 import json
@@ -59,8 +59,8 @@ import threading
 import time
 
 import draw
-from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client, client_figures, wait_for_workers,
-                    wait_until)
+from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, changed_files, client, client_figures,
+                    wait_for_workers, wait_until)
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_MS = 1.0  # the server's CPU a message that --work is calibrated to
@@ -172,6 +172,7 @@ def meta(work, how, load_words, command):
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
+            "changed": changed_files(),  # what differed from the commit, as bench/regenerate.py keeps for its parts
             "load": load_words, "client": command, "work": work, "work_ms": how.get("work_ms"), "calibration": how,
             "servers": []}
 

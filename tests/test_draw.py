@@ -207,6 +207,25 @@ def test_timelines_svg_parses_and_has_a_panel_per_server_the_articles_nine_first
         assert said in texts, said
 
 
+def test_the_caption_says_the_commit_had_uncommitted_changes_where_the_traces_were_taken_with_some(tmp_path):
+    """bench/timelines.py keeps the files that differed from the commit (meta.json's `changed`, as
+    bench/regenerate.py's parts do): the caption says "at <commit>" only where there were none."""
+    def caption(folder):
+        return " ".join("".join(t.itertext()) for t in ET.fromstring(draw.kept_timelines(folder)).iter(SVG + "text"))
+    clean = kept(tmp_path / "clean", ["echo_select.py"], interleaved)
+    assert "at abc1234," in caption(clean) and "uncommitted" not in caption(clean)
+    meta = json.loads((clean / "meta.json").read_text())
+    changed = kept(tmp_path / "changed", ["echo_select.py"], interleaved)
+    (changed / "meta.json").write_text(json.dumps(dict(meta, changed=["client.py", "bench/timelines.py"])))
+    assert "at abc1234 (with uncommitted changes)," in caption(changed), caption(changed)
+
+
+def test_the_traces_keep_the_files_that_differed_from_their_commit():
+    import timelines
+    kept = timelines.meta(1, {}, "a load", "a command")
+    assert kept["commit"] and isinstance(kept["changed"], list)
+
+
 def test_a_timeline_row_shows_waiting_apart_from_being_served_and_marks_each_echo(tmp_path):
     svg = draw.timelines_svg("t", [("echo_simple.py", "", one_at_a_time(clients=2, messages=5))], ["c"])
     root = ET.fromstring(svg)
