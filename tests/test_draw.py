@@ -226,6 +226,16 @@ def test_the_traces_keep_the_files_that_differed_from_their_commit():
     assert kept["commit"] and isinstance(kept["changed"], list)
 
 
+def test_the_committed_pictures_have_a_panel_per_server_of_their_part():
+    """timelines.svg and stall.svg as kept at the repository's root (test_regenerate checks they are what the
+    kept traces give): every server of timelines.ORDER, each titled with the flags it ran with, and every one of
+    STALL_SERVERS, so that traces kept without a server do not pass unseen."""
+    import timelines
+    drawn = panels((ROOT / "timelines.svg").read_text())
+    assert drawn == [" ".join([s, *timelines.FLAGS.get(s, [])]) for s in timelines.ORDER], drawn
+    assert panels((ROOT / "stall.svg").read_text()) == timelines.STALL_SERVERS
+
+
 def test_a_timeline_row_shows_waiting_apart_from_being_served_and_marks_each_echo(tmp_path):
     svg = draw.timelines_svg("t", [("echo_simple.py", "", one_at_a_time(clients=2, messages=5))], ["c"])
     root = ET.fromstring(svg)
