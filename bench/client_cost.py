@@ -4,11 +4,11 @@ client.py against client.py at an earlier commit, the server pinned to one core 
 
     python3 bench/client_cost.py --before REV [--rounds 7] [--server echo_epoll.py] [--connects 100] [--trace]
 
-The load is article-100's shape (100 clients x --connects connections x 50 messages of 32 B; 100 connections,
-500,000 messages, as bench/deadline_cost.py runs it), with --procs 1. One server (-q) serves every run. Each
-round runs before, after (or after, before: the order alternates); the table gives each side's median and the
-median of the per-round ratios after/before, with their range: a single run moves by a third on a shared 2-core
-machine, so one run says little. --trace runs the working tree's client with --trace as well, as a third
+The load is article-100's shape (100 clients x --connects connections each x 50 messages of 32 B; at the
+default --connects 100, 10,000 connections and 500,000 messages, as bench/deadline_cost.py runs it), with
+--procs 1. One server (-q) serves every run. Each round runs before, after (or after, before: the order
+alternates); the table gives each side's median and the median of the per-round ratios after/before, with their
+range: a single run moves by a third on a shared 2-core machine, so one run says little. --trace runs the working tree's client with --trace as well, as a third
 side (its bound: 2,000 connections, so give --connects 20 or fewer). Every wait is bounded; the server is
 stopped whatever happens.
 """
@@ -40,7 +40,8 @@ def main():
     parser.add_argument("--before", required=True, help="the git revision whose client.py to compare with")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--server", default="echo_epoll.py")
-    parser.add_argument("--connects", type=int, default=100)
+    parser.add_argument("--connects", type=int, default=100, help="each client's connections (default: %(default)s, "
+                        "10,000 in all)")
     parser.add_argument("--trace", action="store_true", help="also the working tree's client.py with --trace")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:

@@ -490,6 +490,13 @@ def without_paths(text):
     return re.sub(r"\(`?((?:chroot:|/)[^`)\s]*)`?\)", lambda m: "({})".format(interpreter_name(m.group(1))), text)
 
 
+def changed_files():
+    """The files of what a measurement runs (the servers, client.py, bench/'s scripts, the tests) that differ from
+    the commit checked out (HEAD), by name: where there are any, the commit is not what ran."""
+    return subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py",
+                           "bench/*.py", "tests/*.py"], capture_output=True, text=True).stdout.split()
+
+
 def file_at(revision, script, folder):
     """Write the repository's script as it was at revision into folder; return its path."""
     path = Path(folder) / script

@@ -4,10 +4,13 @@
     python3 client.py --all --json > results.json
     python3 bench/draw.py results.json --markdown results.md --svg results.svg
 
-client.py measures and writes records; this draws them (../shared/STYLE.md, habit 20). It writes what
-`client.py --all --markdown FILE --svg FILE` wrote before those flags moved here: the Markdown of every
-figure (each closed-loop table, then the open-loop sweeps' knees and steps, then the servers skipped) and a
-chart (the closed-loop bars, the sweeps' three graphs as a row of panels per server, or both stacked).
+client.py measures and writes records; this draws them (../shared/STYLE.md, habit 20). --markdown writes
+the Markdown of every figure: a line with the machine, the scenarios (closed-loop tables, open-loop sweeps)
+and how many servers the records hold, then each closed-loop table, the open-loop sweeps' knees and steps, and
+the servers skipped. `client.py --all --markdown FILE` wrote the same before that flag moved here, but for its
+first line, which gave client.py's command line: the records do not keep it (--servers, --procs, the load's
+flags), so this cannot know it; each table's heading gives its workload. --svg draws a chart: the closed-loop
+bars, the sweeps' graphs as small multiples (a row of panels per server), or both stacked.
 It also draws client.py --trace's files as timelines (kept_timelines(): a panel per server, a row per
 connection, one time axis), which bench/timelines.py records. bench/regenerate.py writes RESULTS.md,
 SWEEPS.md, results.svg, openloop.svg, timelines.svg and stall.svg from what is kept in bench/results/ with
@@ -46,9 +49,9 @@ def figure_text(name, value):
 # ---- Markdown
 
 def markdown(results):
-    """client.py --all's results (from_json()) as Markdown: each closed-loop table, then the open-loop sweeps,
-    then the servers that cannot run there."""
-    lines = ["Measured by `python3 client.py --all` on {}.".format(results.get("machine", "a machine not named")), ""]
+    """client.py --all's results (from_json()) as Markdown: what was measured where (measured_text()), each
+    closed-loop table, then the open-loop sweeps, then the servers that cannot run there."""
+    lines = [measured_text(results), ""]
     for table in results["tables"]:
         lines += table_markdown(table)
     lines += sweeps_markdown(results["sweeps"])
@@ -57,6 +60,23 @@ def markdown(results):
         lines += ["Skipped, as they cannot run here:", ""] + [
             "- " + client.skipped_text(name, why) for name, why in sorted(skipped.items())] + [""]
     return "\n".join(lines)
+
+
+def measured_text(results):
+    """The Markdown's first line: the machine, then what the records keep of the run (each table's and sweep's
+    scenario, the servers), and that they keep no command line: its flags are not known here."""
+    def named(kind, scenarios):
+        names = list(dict.fromkeys(scenarios))
+        return "the {}{} {}".format(kind, "s" if len(names) > 1 else "", " and ".join(
+            [", ".join(names[:-1]), names[-1]] if len(names) > 1 else names)) if names else None
+    closed = list(dict.fromkeys(t["scenario"] for t in results["tables"]))
+    kinds = [text for text in (named("closed-loop scenario", closed),
+                               named("open-loop sweep", [s["scenario"] for s in results["sweeps"]])) if text]
+    servers = set(r.server for t in results["tables"] for r in t["rows"]) | set(s["server"] for s in results["sweeps"])
+    what = ": {} server{} in {}".format(len(servers), "s" if len(servers) > 1 else "", (
+        ", and " if len(closed) > 1 else " and ").join(kinds)) if kinds else ""
+    return ("Measured by client.py --all on {}{}. Its records keep each scenario's workload (the headings below), "
+            "not client.py's command line.".format(results.get("machine", "a machine not named"), what))
 
 
 def table_markdown(table):
@@ -111,7 +131,8 @@ LINE, KNEE = "#1f5fa8", "#d9480f"  # a server's lines; its knee
 
 
 def chart(tables, sweeps):
-    """The --svg file: the bars of the closed-loop tables, the three graphs of the sweeps, or both stacked."""
+    """The --svg file: the bars of the closed-loop tables, the sweeps' small multiples (a row of panels per server:
+    its reply rate, response time and errors against the offered rate), or both stacked."""
     figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
     parts, y = [], 0
     for _, height, figure in figures:
@@ -487,7 +508,7 @@ def kept_timelines(folder):
             stalled = next((c for c in connections if c.get("stall")), None)
             gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
             if stalled and stalled.get("taken_before_blocking"):
-                taken.append(stalled["taken_before_blocking"] / 1e6)
+                taken.append(round(stalled["taken_before_blocking"] / (1 << 20), 1))  # MiB, its pieces' unit
             if stalled:
                 started.append(stalled["connect"][0])
             note = "the others' longest wait for an echo: {}".format("-" if gap is None else
@@ -498,20 +519,21 @@ def kept_timelines(folder):
                 "no echo"
         failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
         panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
-    run = "Measured on {}, {}, at {}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
+    run = "Measured on {}, {}, at {}{}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
           "ran with -q --work {:,}{}.".format(
-              meta["machine"], meta["when"], meta["commit"], meta["load"], meta["work"], ", about {:.2f} ms of its "
+              meta["machine"], meta["when"], meta["commit"], " (with uncommitted changes)" if meta.get("changed") else
+              "", meta["load"], meta["work"], ", about {:.2f} ms of its "
               "CPU a message (calibrated on echo_select.py: bench/results/{}/meta.json says how)".format(
                   meta["work_ms"], folder.name) if meta.get("work_ms") else " (given, not calibrated)")
     if stall:
         caption = [run, "At {} s, one more connection (the bottom row), driven by bench/timelines.py with a socket "
                    "of its own on the same clock, sends {} MiB in pieces of {} MiB (a hollow tick each) and reads "
-                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MB of it, "
+                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MiB of it, "
                    "and the server could send it nothing more), then reads its whole echo. Above each "
                    "panel: the longest the other clients waited for an echo from its connect() to its first "
                    "read.".format(
                        "-" if not started else span_text(started), meta["stalled_bytes"] >> 20, meta["piece"] >> 20,
-                       meta["stall_s"], "-" if not taken else span_text(taken, "{:.1f}"))]
+                       meta["stall_s"], "-" if not taken else span_text(taken, "{:g}"))]
         return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
     caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
                "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "
@@ -533,8 +555,11 @@ def one_line(message):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", default="-", help="client.py --all --json's output (default: stdin)")
-    parser.add_argument("--markdown", metavar="FILE", help="write every figure as Markdown")
-    parser.add_argument("--svg", metavar="FILE", help="draw the results as an SVG chart")
+    parser.add_argument("--markdown", metavar="FILE", help="write every figure as Markdown, under a line that names "
+                        "the machine, the scenarios and how many servers (not client.py's command line, which the "
+                        "records do not keep)")
+    parser.add_argument("--svg", metavar="FILE", help="draw the results as an SVG chart: the closed-loop bars, the "
+                        "sweeps' small multiples, or both")
     parser.error = one_line  # a bad argument is one line, as client.py says it
     args = parser.parse_args(argv)
     if not (args.markdown or args.svg):

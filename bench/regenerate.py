@@ -32,8 +32,9 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
-from common import SERVERS, TLS_SERVERS, client, without_paths
+from common import SERVERS, TLS_SERVERS, changed_files, client, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
+import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -48,7 +49,7 @@ SCALING_SERVERS = ["echo_reuseport.py", "echo_thread.py"]  # bench/scaling.py's 
 SCALING_16 = RESULTS / "scaling-16core"  # an outside measurement on 16 cores: its records, machine and command
 DEBIAN_ROOT = "/var/cache/echo-ci/debian-amd64"  # where .ci/debian_python keeps Debian's interpreters
 # The pictures of who is served when, and of one client that stops reading: bench/timelines.py's traces.
-TRACED = {"timelines.svg": RESULTS / "timelines", "stall.svg": RESULTS / "stall"}
+TRACED = {picture: RESULTS / part for part, picture in timelines.PICTURES.items()}
 
 
 def pythons():
@@ -107,7 +108,7 @@ PARTS = {
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
     # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
     "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
-                  [[sys.executable, "bench/timelines.py"]]),
+                  [[sys.executable, "bench/timelines.py", "--no-draw"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
 }
@@ -148,7 +149,7 @@ def measure(name):
         "seconds": round(time.monotonic() - started), "commit": git("rev-parse", "--short", "HEAD"),
         "linux": platform.release(),  # a part's own: the machine's kernel may change between sittings
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
-        "changed": git("diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py", "bench/*.py", "tests/*.py").split(),
+        "changed": changed_files(),
         "failed": failed,
         "commands": [shlex.join("python3" if word == sys.executable else word for word in c) for c in commands[:1]] + (
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
@@ -641,8 +642,10 @@ def n1_load_first(runs):
 
 
 def set_apart(apart, runs, rate):
-    """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s, and whether they too
-    fall below their row's N=1 msgs/s (then the drop on more cores is not the load's)."""
+    """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s beside their server's
+    N=1 msgs/s in that shape (named: the table has no row for some, SCALING_ROWS), and whether they too fall below it
+    (then the drop on more cores is not the load's)."""
+    shown = {(shape, name) for shape, name, _ in SCALING_ROWS}
     if not apart:
         return ""
     done = lambda found: "" if not any(r["errors"] for r in found) else \
@@ -654,12 +657,13 @@ def set_apart(apart, runs, rate):
             listing(sorted({str(n) for shape, name, n in apart})),
             listing("{:,}".format(x) for x in sorted({runs[shape, name, 1][0]["msgs_total"] * n
                                                       for shape, name, n in apart}, reverse=True)),
-            "; ".join("echo_{}.py {} at N={}: {}{}".format(
+            "; ".join("echo_{}.py {} at N={}: {}{}, against {} at N=1{}".format(
                 name, {"long": "held", "short": "short"}[shape], n,
-                listing("{:,}".format(r["msgs_per_s"]) for r in found), done(found))
+                listing("{:,}".format(r["msgs_per_s"]) for r in found), done(found), n_text(rate[shape, name, 1]),
+                "" if (shape, name) in shown else " (a row the table does not show)")
                 for (shape, name, n), found in sorted(apart.items())),
-            "each below its row's N=1 msgs/s, as with the N=1 load, so the drop does not come from the load" if below
-            else "not all below their row's N=1 msgs/s: with N times the load the finding differs")
+            "each below its N=1 msgs/s, as with the N=1 load, so the drop does not come from the load" if below
+            else "not all below their N=1 msgs/s: with N times the load the finding differs")
 
 
 def given(at):
@@ -803,9 +807,7 @@ def render(to):
     article = tables("article")
     if article:
         (to / "results.svg").write_text(draw.chart(list(article.values()), []))
-    for name, folder in TRACED.items():  # bench/timelines.py's traces, where they are kept
-        if (folder / "meta.json").exists():
-            (to / name).write_text(draw.kept_timelines(folder))
+    timelines.draw_pictures(to)  # timelines.svg and stall.svg, from bench/timelines.py's traces where they are kept
 
 
 if __name__ == "__main__":

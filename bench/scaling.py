@@ -38,7 +38,7 @@ import time
 from pathlib import Path
 
 # client: client.py, for its /proc counter and cpu_model()
-from common import ROOT, Server, client, client_figures, group_cpu_seconds, kill_group, table
+from common import ROOT, Server, client, client_figures, kill_group, needs_proc, table
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
@@ -103,9 +103,12 @@ def run_load(command, load_cpus):
     return figures, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
-def leader_cpu(pid):
-    """The CPU seconds of the server's first process alone (a pool's parent), from client.py's reading of its group."""
-    return next((seconds for p, _, seconds in client.group_cpu(pid).each if p == pid), 0.0)
+def server_cpu(pid):
+    """(The CPU seconds of the server's whole process group, those of its first process alone (a pool's parent)),
+    both from one reading of its group by client.py (group_cpu(), whose `each` has every process's own)."""
+    needs_proc()
+    reading = client.group_cpu(pid)
+    return reading.seconds, next((seconds for p, _, seconds in reading.each if p == pid), 0.0)
 
 
 def measure(args, script, extra, shape, n, server_cpus, load_cpus):
@@ -121,12 +124,11 @@ def measure(args, script, extra, shape, n, server_cpus, load_cpus):
             server.wait_for_port()
             run_load(load_command(args, server.port, load_cpus, flags(shape, 1, args.scale / 10, False)), load_cpus)
             shape_flags = flags(shape, n, args.scale, grows)
-            before, leader_before = group_cpu_seconds(server.pid), leader_cpu(server.pid)
+            before = server_cpu(server.pid)
             figures, wall, load_cpu = run_load(load_command(args, server.port, load_cpus, shape_flags), load_cpus)
-            server_cpu = group_cpu_seconds(server.pid) - before
-            leader = leader_cpu(server.pid) - leader_before
+            group, leader = (after - then for after, then in zip(server_cpu(server.pid), before))
         except AssertionError as e:  # no port line
-            figures, wall, load_cpu, server_cpu, leader = {"failed": str(e).splitlines()[0]}, 0, 0, 0, 0
+            figures, wall, load_cpu, group, leader = {"failed": str(e).splitlines()[0]}, 0, 0, 0, 0
         finally:
             kill_group(server.pid)
             server.proc.wait()
@@ -140,10 +142,10 @@ def measure(args, script, extra, shape, n, server_cpus, load_cpus):
     # without its start-up); otherwise the wall time around it and the CPU of every process it waited for.
     wall, load_cpu = figures.get("wall_s") or wall, figures.get("client_cpu_s", load_cpu)
     rate = figures.get("msgs_per_s") or messages / wall
-    record.update(messages=messages, wall_s=round(wall, 3), msgs_per_s=round(rate), server_cpu_s=round(server_cpu, 2),
+    record.update(messages=messages, wall_s=round(wall, 3), msgs_per_s=round(rate), server_cpu_s=round(group, 2),
                   leader_cpu_s=round(leader, 2),
-                  load_cpu_s=round(load_cpu, 2), msgs_per_server_cpu_s=round(messages / server_cpu) if server_cpu
-                  else None, server_busy=round(server_cpu / (wall * n), 2),
+                  load_cpu_s=round(load_cpu, 2), msgs_per_server_cpu_s=round(messages / group) if group
+                  else None, server_busy=round(group / (wall * n), 2),
                   load_busy=round(load_cpu / (wall * len(load_cpus)), 2))
     return record
 

@@ -2,7 +2,7 @@
 """Who is served when: every server under one small load, traced by client.py --trace and drawn as
 timelines.svg; then one client that stops reading, beside the others, drawn as stall.svg.
 
-    python3 bench/timelines.py [--part timelines,stall] [--work N] [--calibrate] [SERVER ...]
+    python3 bench/timelines.py [--part timelines,stall] [--work N] [--calibrate] [--no-draw] [SERVER ...]
 
 timelines: each server (the article's nine first, then the rest) is started with -q --work N and traced
 under one load: 12 clients arriving together, each with one connection of 20 messages of 32 B (one
@@ -23,7 +23,7 @@ pattern's, not the load's.
 stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,
 echo_asyncio_protocol.py and echo_thread.py, 5 clients exchange (client.py --trace, one connection of
 STALL_MESSAGES messages each) while a sixth connection, driven from here with a socket of its own,
-sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6.3-9.4 MB before
+sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6-9 MiB before
 such a sender blocked) and reads none of its echo until STALL_S seconds after its sender blocked, then
 reads it all. client.py has no such mode, and gets none: the stalled client is a few lines here, on
 client.py's clock (its trace's t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every
@@ -39,9 +39,11 @@ server about 1 ms in all; the figures are kept in the meta.json beside the trace
 calibrates and prints them.
 
 The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
-and meta.json: the machine, the Python, the load, --work and its calibration); timelines.svg and
-stall.svg are drawn from them (bench/draw.py), as bench/regenerate.py --render draws them again. Run it
-alone on the machine (under a minute on 2 cores): another load would share the cores.
+and meta.json: the machine, the Python, the commit and the files that differed from it, the load, --work
+and its calibration); timelines.svg and stall.svg are drawn from them by draw_pictures() (bench/draw.py's
+kept_timelines()), once the parts asked for are measured. bench/regenerate.py runs this with --no-draw as
+its timelines part and draws them in its render() with the same draw_pictures(), so that they are drawn in
+one place. Run it alone on the machine (under a minute on 2 cores): another load would share the cores.
 """
 import argparse
 import json
@@ -57,8 +59,8 @@ import threading
 import time
 
 import draw
-from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client, client_figures, wait_for_workers,
-                    wait_until)
+from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, changed_files, client, client_figures,
+                    wait_for_workers, wait_until)
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_MS = 1.0  # the server's CPU a message that --work is calibrated to
@@ -82,10 +84,12 @@ STALL_AFTER = 0.8  # seconds after client.py starts: its clients are exchanging 
 STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sender blocked
 # A sender that made no progress this long is blocked: the buffers are full. Shorter pauses come while they
 # fill: a blocking send() waits for a third of its buffer to be free, and with --work the server takes a
-# while to read that much (a trial with 0.1 s took a pause at 4.2 MB for the block).
+# while to read that much (a trial with 0.1 s took a pause at 4 MiB for the block).
 BLOCKED_S = 0.5
-PIECE = 1 << 20  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
-STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6.3-9.4 MB: bench/results/stall/)
+MIB = 1 << 20
+PIECE = MIB  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
+STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6-9 MiB: bench/results/stall/)
+PICTURES = {"timelines": "timelines.svg", "stall": "stall.svg"}  # each part's picture, at the repository's root
 
 
 def log(text):
@@ -168,6 +172,7 @@ def meta(work, how, load_words, command):
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
                                      text=True).stdout.strip(),
+            "changed": changed_files(),  # what differed from the commit, as bench/regenerate.py keeps for its parts
             "load": load_words, "client": command, "work": work, "work_ms": how.get("work_ms"), "calibration": how,
             "servers": []}
 
@@ -320,19 +325,28 @@ def stall(servers, work, how):
                                 "stalled_how": line.get("how"), "taken_before_blocking": line.get(
                                     "taken_before_blocking"), "others_across_the_stall": across,
                                 "others_longest_wait_s": gap})
-        log("{}: {}; stalled client {}, {:.1f} MB taken before it blocked; the others' longest wait {}{}".format(
+        log("{}: {}; stalled client {}, {:g} MiB taken before it blocked; the others' longest wait {}{}".format(
             script, figures.get("failed") or "{} errors".format(figures.get("errors")), line.get("how"),
-            (line.get("taken_before_blocking") or 0) / 1e6, "-" if gap is None else "{:.0f} ms".format(gap * 1000),
+            round((line.get("taken_before_blocking") or 0) / MIB, 1), "-" if gap is None else "{:.0f} ms".format(gap * 1000),
             "" if across else "; the others did not exchange across the whole stall: raise STALL_MESSAGES"))
     (folder / "meta.json").write_text(json.dumps(kept, indent=1) + "\n")
-    print("\n".join(["| server | errors | the stalled client | MB taken before its sender blocked | the others' "
+    print("\n".join(["| server | errors | the stalled client | MiB taken before its sender blocked | the others' "
                      "longest wait for an echo, ms | the others exchanged across the stall |",
                      "|---|---:|---|---:|---:|---|"] + ["| {} | {} | {} | {} | {} | {} |".format(
                          k["server"], k["errors"], k["stalled_how"], "-" if not k["taken_before_blocking"] else
-                         "{:.1f}".format(k["taken_before_blocking"] / 1e6), "-" if k["others_longest_wait_s"] is None
+                         "{:g}".format(round(k["taken_before_blocking"] / MIB, 1)), "-" if k["others_longest_wait_s"] is None
                          else "{:,.0f}".format(k["others_longest_wait_s"] * 1000),
                          "yes" if k["others_across_the_stall"] else "no") for k in kept["servers"]]) + "\n", flush=True)
     return folder
+
+
+def draw_pictures(to=ROOT, parts=PICTURES):
+    """Each part's picture (PICTURES) drawn into the folder to from the traces kept in bench/results/PART/, where
+    they are kept: the one place timelines.svg and stall.svg are drawn (bench/regenerate.py's render() calls it)."""
+    for part in parts:
+        folder = RESULTS / part
+        if (folder / "meta.json").exists():
+            (to / PICTURES[part]).write_text(draw.kept_timelines(folder))
 
 
 def main():
@@ -341,6 +355,8 @@ def main():
     parser.add_argument("--part", default="timelines,stall", help="timelines, stall or both (default: both)")
     parser.add_argument("--work", type=int, help="the servers' --work (default: calibrated here first)")
     parser.add_argument("--calibrate", action="store_true", help="only calibrate --work, and print what was measured")
+    parser.add_argument("--no-draw", action="store_true", help="keep the traces and draw nothing (bench/regenerate.py "
+                        "draws them with the rest)")
     args = parser.parse_args()
     parts = [p.strip() for p in args.part.split(",") if p.strip()]
     if set(parts) - {"timelines", "stall"} or not parts:
@@ -353,11 +369,11 @@ def main():
         return 0
     work, how = (args.work, {"work": args.work, "how": "given with --work"}) if args.work is not None else calibrate()
     if "timelines" in parts:
-        folder = timelines([s for s in ORDER if not args.servers or s in args.servers], work, how)
-        (ROOT / "timelines.svg").write_text(draw.kept_timelines(folder))
+        timelines([s for s in ORDER if not args.servers or s in args.servers], work, how)
     if "stall" in parts:
-        folder = stall([s for s in STALL_SERVERS if not args.servers or s in args.servers], work, how)
-        (ROOT / "stall.svg").write_text(draw.kept_timelines(folder))
+        stall([s for s in STALL_SERVERS if not args.servers or s in args.servers], work, how)
+    if not args.no_draw:
+        draw_pictures(ROOT, parts)
     return 0
 
 

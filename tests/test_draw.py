@@ -114,8 +114,26 @@ def test_the_markdown_names_the_machine_that_measured_and_the_servers_skipped(cl
     results = draw.from_json({"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "tables": [], "sweeps": [],
                               "skipped": {"echo_epoll.py": "echo_epoll.py needs epoll, which this system lacks"}})
     text = draw.markdown(results)
-    assert text.splitlines()[0] == "Measured by `python3 client.py --all` on Some CPU, 2 cores, Python 3.11.7, Linux."
+    assert text.splitlines()[0].startswith("Measured by client.py --all on Some CPU, 2 cores, Python 3.11.7, Linux.")
     assert "- echo_epoll.py needs epoll, which this system lacks" in text
+
+
+def test_the_markdown_names_the_scenarios_and_servers_its_records_carry_and_no_command_line(client_module):
+    """The records keep each table's and sweep's scenario and workload, not the command line that ran them: the
+    first line names what they keep, and says the rest is not known."""
+    c = client_module
+    table = {"scenario": "article-100", "workload": c.Workload(clients=100, connects=5, messages=50), "server_work": 0,
+             "rows": [c.Run(server="echo_epoll.py", msgs_per_s=900.0), c.Run(server="echo_thread.py", failed="x")]}
+    sweep = {"scenario": "pingpong-sweep", "server": "echo_epoll.py", "knee": 1000, "knee_at_top": False,
+             "failed": None, "client_limited": False, "stopped_early": False, "rates": [1000, 2000],
+             "workload": c.Workload(duration=1.0),
+             "steps": [c.Step(offered_rate=1000.0, client_ports_exhausted=0, client_descriptors_exhausted=0)]}
+    text = draw.markdown({"machine": "Some CPU", "tables": [table, dict(table, scenario="c1k")], "sweeps": [sweep]})
+    first = text.split("\n\n")[0]
+    assert first.startswith("Measured by client.py --all on Some CPU: 2 servers in the closed-loop scenarios "
+                            "article-100 and c1k, and the open-loop sweep pingpong-sweep.")
+    assert "not client.py's command line" in first, first
+    assert "`python3 client.py" not in first  # no command it cannot know
 
 
 # ---- timelines: drawn from client.py --trace's files; these are hand-made, in its format
@@ -189,6 +207,35 @@ def test_timelines_svg_parses_and_has_a_panel_per_server_the_articles_nine_first
         assert said in texts, said
 
 
+def test_the_caption_says_the_commit_had_uncommitted_changes_where_the_traces_were_taken_with_some(tmp_path):
+    """bench/timelines.py keeps the files that differed from the commit (meta.json's `changed`, as
+    bench/regenerate.py's parts do): the caption says "at <commit>" only where there were none."""
+    def caption(folder):
+        return " ".join("".join(t.itertext()) for t in ET.fromstring(draw.kept_timelines(folder)).iter(SVG + "text"))
+    clean = kept(tmp_path / "clean", ["echo_select.py"], interleaved)
+    assert "at abc1234," in caption(clean) and "uncommitted" not in caption(clean)
+    meta = json.loads((clean / "meta.json").read_text())
+    changed = kept(tmp_path / "changed", ["echo_select.py"], interleaved)
+    (changed / "meta.json").write_text(json.dumps(dict(meta, changed=["client.py", "bench/timelines.py"])))
+    assert "at abc1234 (with uncommitted changes)," in caption(changed), caption(changed)
+
+
+def test_the_traces_keep_the_files_that_differed_from_their_commit():
+    import timelines
+    kept = timelines.meta(1, {}, "a load", "a command")
+    assert kept["commit"] and isinstance(kept["changed"], list)
+
+
+def test_the_committed_pictures_have_a_panel_per_server_of_their_part():
+    """timelines.svg and stall.svg as kept at the repository's root (test_regenerate checks they are what the
+    kept traces give): every server of timelines.ORDER, each titled with the flags it ran with, and every one of
+    STALL_SERVERS, so that traces kept without a server do not pass unseen."""
+    import timelines
+    drawn = panels((ROOT / "timelines.svg").read_text())
+    assert drawn == [" ".join([s, *timelines.FLAGS.get(s, [])]) for s in timelines.ORDER], drawn
+    assert panels((ROOT / "stall.svg").read_text()) == timelines.STALL_SERVERS
+
+
 def test_a_timeline_row_shows_waiting_apart_from_being_served_and_marks_each_echo(tmp_path):
     svg = draw.timelines_svg("t", [("echo_simple.py", "", one_at_a_time(clients=2, messages=5))], ["c"])
     root = ET.fromstring(svg)
@@ -207,7 +254,8 @@ def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
     assert panels(svg) == ["echo_select.py"]
     texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
     assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
-    assert "took 8.4 MB" in texts and "until 1 s after its sender blocked" in texts
+    assert "the kernel took 8 MiB of it" in texts and " MB" not in texts  # whole MiB: its pieces are 1 MiB
+    assert "until 1 s after its sender blocked" in texts
     assert draw.STALLED in svg
 
 
