@@ -876,9 +876,10 @@ def measure(host, port, w, procs, trace=None):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
                                                           there, host, bool(trace)), daemon=True)
-        start_worker(worker)
+        with StopDeferred():
+            start_worker(worker)
+            workers.append(worker)
         there.close()
-        workers.append(worker)
         pipes.append(here)
     try:
         for pipe in pipes:
@@ -1532,24 +1533,18 @@ class RunningServer:
     all its children can be measured and stopped together. Each is kept in `started`:
     main() stops those a run left, whatever ended it (a stop signal, an error)."""
     started = []
-    starting, stopped = False, None  # a stop signal while one starts is raised once it is in `started`
 
     def __init__(self, script, work, extra=()):
         self.tls = script.name in TLS_SERVERS
         self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
-        RunningServer.starting = True
-        try:
+        with StopDeferred():
             self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
                                           *cert, *extra],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                          start_new_session=True)
             RunningServer.started.append(self)
-        finally:
-            RunningServer.starting = False
-            if RunningServer.stopped:
-                raise KeyboardInterrupt(RunningServer.stopped)
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
@@ -2317,10 +2312,25 @@ def stop_signal(signum, frame):
     """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if RunningServer.starting:  # not while a server starts: it would be left running, out of `started`
-        RunningServer.stopped = signum
+    if StopDeferred.active:
+        StopDeferred.signum = signum
         return
     raise KeyboardInterrupt(signum)
+
+
+class StopDeferred:
+    """with StopDeferred(): a stop signal that comes meanwhile is raised at the block's end, so that a process
+    started in it (a server, a worker) is kept where the stop finds it: else one that had forked and was not yet
+    kept would be left running, its parent gone."""
+    active, signum = False, None
+
+    def __enter__(self):
+        StopDeferred.active = True
+
+    def __exit__(self, *exc):
+        StopDeferred.active = False
+        if StopDeferred.signum:
+            raise KeyboardInterrupt(StopDeferred.signum)
 
 
 def main(argv=None):

@@ -664,10 +664,42 @@ def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
-        client.RunningServer.stopped = None
+        client.StopDeferred.signum = None
         for proc in started:
             proc.kill()
             proc.communicate()
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers are forked here")
+def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch):
+    """The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child: it is
+    raised once the worker is kept, so that main() finds it among the active children and kills it (else the
+    worker lived on, holding client.py's stdout and stderr, and a caller that read them to the end hung)."""
+    import multiprocessing.context
+    client, forked = client_module, []
+    original = multiprocessing.context.ForkProcess._Popen
+
+    def signalled_inside(process):
+        forked.append(original(process))
+        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+        return forked[-1]
+
+    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    monkeypatch.setattr(multiprocessing.context.ForkProcess, "_Popen", staticmethod(signalled_inside))
+    try:
+        with socket.socket() as listening:
+            listening.bind(("127.0.0.1", 0))
+            listening.listen()
+            with pytest.raises(KeyboardInterrupt):
+                client.measure("127.0.0.1", listening.getsockname()[1], client.Workload(clients=1, connects=1), 1)
+        assert forked and forked[0].pid in [child.pid for child in multiprocessing.active_children()]
+    finally:
+        signal.signal(signal.SIGINT, handlers[0])
+        signal.signal(signal.SIGTERM, handlers[1])
+        client.StopDeferred.signum = None
+        for popen in forked:
+            popen.kill()
+            popen.wait(TIMEOUT)
 
 
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
