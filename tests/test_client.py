@@ -670,36 +670,41 @@ def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped
             proc.communicate()
 
 
+# The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child. Run in a
+# process of its own, single-threaded as client.py is when it forks.
+WORKER_STARTS = """import multiprocessing, multiprocessing.context, signal, socket
+forked, original = [], multiprocessing.context.ForkProcess._Popen
+
+def signalled_inside(process):
+    forked.append(original(process))
+    client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+    return forked[-1]
+
+multiprocessing.context.ForkProcess._Popen = staticmethod(signalled_inside)
+try:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        try:
+            client.measure("127.0.0.1", listening.getsockname()[1], client.Workload(clients=1, connects=1), 1)
+        except KeyboardInterrupt as e:
+            print("interrupted", e.args[0] == signal.SIGTERM)
+    print("kept", bool(forked) and forked[0].pid in [child.pid for child in multiprocessing.active_children()])
+finally:
+    for popen in forked:
+        popen.kill()
+        popen.wait(10)
+"""
+
+
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers are forked here")
-def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch):
-    """The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child: it is
-    raised once the worker is kept, so that main() finds it among the active children and kills it (else the
-    worker lived on, holding client.py's stdout and stderr, and a caller that read them to the end hung)."""
-    import multiprocessing.context
-    client, forked = client_module, []
-    original = multiprocessing.context.ForkProcess._Popen
-
-    def signalled_inside(process):
-        forked.append(original(process))
-        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
-        return forked[-1]
-
-    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
-    monkeypatch.setattr(multiprocessing.context.ForkProcess, "_Popen", staticmethod(signalled_inside))
-    try:
-        with socket.socket() as listening:
-            listening.bind(("127.0.0.1", 0))
-            listening.listen()
-            with pytest.raises(KeyboardInterrupt):
-                client.measure("127.0.0.1", listening.getsockname()[1], client.Workload(clients=1, connects=1), 1)
-        assert forked and forked[0].pid in [child.pid for child in multiprocessing.active_children()]
-    finally:
-        signal.signal(signal.SIGINT, handlers[0])
-        signal.signal(signal.SIGTERM, handlers[1])
-        client.StopDeferred.signum = None
-        for popen in forked:
-            popen.kill()
-            popen.wait(TIMEOUT)
+def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped():
+    """The signal is raised once the worker is kept, so that main() finds it among the active children and kills
+    it (else the worker lived on, holding client.py's stdout and stderr, and a caller that read them to the end
+    hung)."""
+    result = python_with_client(WORKER_STARTS, timeout=TIMEOUT * 3)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[:2] == ["interrupted True", "kept True"], result.stdout
 
 
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
