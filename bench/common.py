@@ -490,11 +490,15 @@ def without_paths(text):
     return re.sub(r"\(`?((?:chroot:|/)[^`)\s]*)`?\)", lambda m: "({})".format(interpreter_name(m.group(1))), text)
 
 
+def git(*args):
+    """What git prints for args, run in the repository, stripped: the commit a measurement names, or what differs."""
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
+
+
 def changed_files():
     """The files of what a measurement runs (the servers, client.py, bench/'s scripts, the tests) that differ from
     the commit checked out (HEAD), by name: where there are any, the commit is not what ran."""
-    return subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py",
-                           "bench/*.py", "tests/*.py"], capture_output=True, text=True).stdout.split()
+    return git("diff", "--name-only", "HEAD", "--", "echo_*.py", "client.py", "bench/*.py", "tests/*.py").split()
 
 
 def file_at(revision, script, folder):

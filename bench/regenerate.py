@@ -32,7 +32,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
-from common import SERVERS, TLS_SERVERS, changed_files, client, without_paths
+from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
 import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
 
@@ -118,10 +118,6 @@ def passed(part, scenario):
     """The servers that passed a scenario of a part measured before, as client.py --servers takes them."""
     return ",".join(r.server.split()[0][len("echo_"):-len(".py")] for r in tables(part)[scenario]["rows"]
                     if not r.failed)
-
-
-def git(*args):
-    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True).stdout.strip()
 
 
 def measure(name):

@@ -60,7 +60,7 @@ import time
 
 import draw
 from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, changed_files, client, client_figures,
-                    wait_for_workers, wait_until)
+                    git, wait_for_workers, wait_until)
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_MS = 1.0  # the server's CPU a message that --work is calibrated to
@@ -170,8 +170,7 @@ def traced(script, work, load, path, meanwhile=None):
 def meta(work, how, load_words, command):
     return {"machine": client.machine(), "python": platform.python_version(), "linux": platform.release(),
             "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "commit": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True).stdout.strip(),
+            "commit": git("rev-parse", "--short", "HEAD"),
             "changed": changed_files(),  # what differed from the commit, as bench/regenerate.py keeps for its parts
             "load": load_words, "client": command, "work": work, "work_ms": how.get("work_ms"), "calibration": how,
             "servers": []}

@@ -39,8 +39,8 @@ import sys
 import tempfile
 import time
 
-from common import (CERT, CLIENT_CORE, KEY, PIN_SERVER, ROOT, SERVER_CORE, Server, client_figures, group_cpu_seconds,
-                    pinned_client, pinned_figures, table)
+from common import (CERT, CLIENT_CORE, KEY, PIN_SERVER, SERVER_CORE, Server, client_figures, git,
+                    group_cpu_seconds, pinned_client, pinned_figures, table)
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
@@ -201,8 +201,7 @@ def main():
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    print("{}, {}, commit {}".format(sys.version.split()[0], ssl.OPENSSL_VERSION, subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()))
+    print("{}, {}, commit {}".format(sys.version.split()[0], ssl.OPENSSL_VERSION, git("rev-parse", "--short", "HEAD")))
     costs(args.rounds)
     handshakes(args.rates, args.stime_procs)
     speed()
