@@ -2329,8 +2329,9 @@ class StopDeferred:
 
     def __exit__(self, *exc):
         StopDeferred.active = False
-        if StopDeferred.signum:
-            raise KeyboardInterrupt(StopDeferred.signum)
+        signum, StopDeferred.signum = StopDeferred.signum, None  # raised once
+        if signum:
+            raise KeyboardInterrupt(signum)
 
 
 def main(argv=None):

@@ -661,10 +661,10 @@ def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped
             client.RunningServer(tmp_path / "echo_any.py", 0)
         assert stopped.value.args == (signal.SIGTERM,)
         assert [server.proc for server in client.RunningServer.started] == started
+        assert client.StopDeferred.signum is None and not client.StopDeferred.active  # raised once, not again
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
-        client.StopDeferred.signum = None
         for proc in started:
             proc.kill()
             proc.communicate()
