@@ -227,6 +227,35 @@ def test_a_second_signal_ends_the_stop_at_once(script, start_server):
     assert group_gone(server.pid), "a process was left behind"
 
 
+# The second signal inside the first's handler, just as the grace's timer is armed: a handler that
+# exits may find nothing of what the first had yet to set (echo_simple.py's cancel_grace was None,
+# 'NoneType' object is not callable, once in CI). The patched setitimer() sends it, deterministically.
+SECOND_SIGNAL_WHILE_ARMING = """
+import os, signal
+unpatched = signal.setitimer
+def setitimer(which, seconds, interval=0.0):
+    previous = unpatched(which, seconds, interval)
+    if seconds and not hasattr(setitimer, "sent"):
+        setitimer.sent = True
+        os.kill(os.getpid(), signal.SIGINT)  # its handler runs before the first's returns
+    return previous
+signal.setitimer = setitimer
+"""
+
+
+@pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="the grace's timer is a thread where there is no SIGALRM")
+@pytest.mark.parametrize("script", [s for s in SERVERS if "def after_grace(" in (ROOT / s).read_text()])
+def test_a_second_signal_inside_the_first_handler_ends_the_stop_at_once(script, start_server):
+    server = start_server(script, "-q", "--grace", "30", prelude=SECOND_SIGNAL_WHILE_ARMING)
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        os.kill(server.pid, signal.SIGTERM)
+        status = server.wait(5)
+    assert status == 1, "exit status {}: {}".format(status, server.stderr())
+    assert "Traceback" not in server.stderr()
+    assert group_gone(server.pid), "a process was left behind"
+
+
 # ---- A peer that vanishes: a client in a network namespace whose link is deleted mid-connection,
 # so that no FIN or RST ever reaches the server. Addresses from 198.18.0.0/15 (RFC 2544's range for
 # benchmark networks), and only inside the two namespaces this test makes and removes.
