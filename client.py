@@ -2118,8 +2118,8 @@ def scenarios_from(args):
     if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    names = args.scenario or [DEFAULT_SCENARIO]
-    for name, p in ((name, PRESETS[name]) for name in names if not PRESETS[name].rates):
+    asked = args.scenario or [DEFAULT_SCENARIO]
+    for name, p in ((name, PRESETS[name]) for name in asked if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
                      hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)

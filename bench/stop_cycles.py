@@ -14,11 +14,12 @@ before its accept() entered the kernel."""
 import argparse
 import random
 import signal
+import subprocess
 import sys
 import tempfile
 import time
 
-from common import PROCESS_SERVERS, Server, exchange, group_gone, read_to_eof
+from common import PROCESS_SERVERS, PYTHON, Server, exchange, group_gone, read_to_eof
 
 
 def cycle(script, signum, folder):
@@ -60,7 +61,9 @@ def main():
     parser.add_argument("--signal", default="TERM", choices=["TERM", "INT"])
     args = parser.parse_args()
     signum = getattr(signal, "SIG" + args.signal)
-    print("Python {}, SIG{}, {} cycles each".format(sys.version.split()[0], args.signal, args.cycles), flush=True)
+    version = subprocess.run([*PYTHON, "-c", "import platform; print(platform.python_version())"],
+                             capture_output=True, text=True, check=True).stdout.strip()  # the servers', ECHO_PYTHON's
+    print("Python {}, SIG{}, {} cycles each".format(version, args.signal, args.cycles), flush=True)
     missed = 0
     for script in args.servers:
         failures, started = [], time.monotonic()
