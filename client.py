@@ -1539,13 +1539,13 @@ class RunningServer:
         self.name = " ".join([script.name, *extra]) + (" (TLS)" if self.tls else "")
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
-        with StopDeferred():
+        self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
+        with StopDeferred():  # the signal it defers is raised once kept: stop_servers() finds it whole
             self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
                                           *cert, *extra],
                                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                          start_new_session=True)
             RunningServer.started.append(self)
-        self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)

@@ -643,7 +643,7 @@ def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
 
 def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch, tmp_path):
     """The signal lands inside Popen (after the fork, before the server is kept in `started`): it is raised once
-    the server is kept, so that main() stops it."""
+    the server is kept, and main()'s stop_servers() stops it."""
     client, popen, started = client_module, subprocess.Popen, []
 
     def signalled_inside(*args, **kwargs):
@@ -662,12 +662,15 @@ def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped
         assert stopped.value.args == (signal.SIGTERM,)
         assert [server.proc for server in client.RunningServer.started] == started
         assert client.StopDeferred.signum is None and not client.StopDeferred.active  # raised once, not again
+        client.stop_servers(client.RunningServer.started, patience=0.5)  # as main()'s finally does
+        assert [proc.poll() for proc in started] == [-signal.SIGTERM], "the server it kept was not stopped"
     finally:
         signal.signal(signal.SIGINT, handlers[0])
         signal.signal(signal.SIGTERM, handlers[1])
         for proc in started:
             proc.kill()
-            proc.communicate()
+            proc.wait(10)
+            proc.stdout.close()  # stop() closed it already, unless an assertion came first
 
 
 # The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child. Run in a
