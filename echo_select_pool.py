@@ -418,7 +418,7 @@ def catch_stop_signals():
         if stopping:
             os._exit(1)  # no traceback, nothing to flush: log() flushed every line
         stopping = True
-        after_grace(lambda: os._exit(0))  # the kernel closes what is left
+        atexit.register(after_grace(lambda: os._exit(0)))  # the kernel closes what is left; an exit cancels it
     read_end = signal_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_stop)
@@ -427,8 +427,8 @@ def catch_stop_signals():
 
 
 def after_grace(action):
-    """Call action() once the grace is over, GRACE seconds from now: on SIGALRM, or where there is
-    none (Windows), in a timer thread of its own. Return what cancels it."""
+    """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
+    Return what cancels it; an exit must, as Python's exit puts back SIGALRM's default action, 'Alarm clock'."""
     if hasattr(signal, "setitimer"):
         signal.signal(signal.SIGALRM, lambda signum, frame: action())
         signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring

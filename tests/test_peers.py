@@ -256,6 +256,31 @@ def test_a_second_signal_inside_the_first_handler_ends_the_stop_at_once(script, 
     assert group_gone(server.pid), "a process was left behind"
 
 
+# An exit that takes longer than what is left of the grace: Python puts SIGALRM's default action back as it
+# finalizes, so a timer still armed then ends the process as 'Alarm clock' (exit -14), where the clients had
+# all their echoes. The prelude's object sleeps in its __del__, run after that point.
+SLOW_EXIT = """
+import time
+class SlowExit:
+    def __del__(self):
+        time.sleep(0.6)  # past the grace below
+slow_exit = SlowExit()
+"""
+
+
+@every_server
+def test_a_stop_whose_clients_leave_before_the_grace_ends_exits_0_however_slow_the_exit(script, start_server):
+    server = start_server(script, "-q", "--grace", "0.3", prelude=SLOW_EXIT)
+    with server.connect() as sock:
+        assert exchange(sock, b"ping") == b"ping"
+        os.kill(server.pid, signal.SIGTERM)
+        assert read_to_eof(sock) == b""
+    status = server.wait(5)
+    assert status == 0, "exit status {}: {}".format(status, server.stderr())
+    assert "Traceback" not in server.stderr()
+
+
+
 # ---- A peer that vanishes: a client in a network namespace whose link is deleted mid-connection,
 # so that no FIN or RST ever reaches the server. Addresses from 198.18.0.0/15 (RFC 2544's range for
 # benchmark networks), and only inside the two namespaces this test makes and removes.
