@@ -199,11 +199,11 @@ def stop_accepting(signum, frame):
     gets a child, stopped with the others), then fails. Blocked from now on, a second signal waits
     for stop_children(), which then kills the children at once."""
     global stopping
+    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # first: start_worker() may have unblocked them again
     if stopping:  # a second that came before the first's handler ran: pending again, for stop_children()
         signal.raise_signal(signum)
         return
     stopping = True
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
 
 
 def stop_child(signum, frame):

@@ -256,6 +256,39 @@ def test_a_second_signal_inside_the_first_handler_ends_the_stop_at_once(script, 
     assert group_gone(server.pid), "a process was left behind"
 
 
+# echo_fork.py: the first stop signal's handler runs as the parent forks a child, after start_worker() has kept
+# its mask to put back (the stop signals unblocked), and a second comes once it has. The handler re-raises a
+# second signal for stop_children()'s sigwait(): unblocked, that ran the handler again and again
+# (RecursionError, a traceback, the children never stopped). The prelude runs both at those two points.
+FIRST_SIGNAL_AS_THE_PARENT_FORKS = """
+import os, signal
+parent, unpatched_fork, unpatched_mask, done = os.getpid(), os.fork, signal.pthread_sigmask, []
+def fork():
+    if not done:
+        done.append("first")
+        signal.getsignal(signal.SIGTERM)(signal.SIGTERM, None)  # the first stop's handler, just before fork()
+    return unpatched_fork()
+def pthread_sigmask(how, mask):
+    previous = unpatched_mask(how, mask)
+    if done == ["first"] and how == signal.SIG_SETMASK and os.getpid() == parent:
+        done.append("second")
+        os.kill(parent, signal.SIGTERM)  # once start_worker() has put its mask back
+    return previous
+os.fork, signal.pthread_sigmask = fork, pthread_sigmask
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="echo_fork.py forks")
+def test_a_second_signal_after_a_first_taken_as_the_parent_forks_ends_the_stop_at_once(start_server):
+    server = start_server("echo_fork.py", "-q", "--grace", "30", prelude=FIRST_SIGNAL_AS_THE_PARENT_FORKS)
+    with server.connect() as sock:
+        sock.sendall(b"ping")
+        status = server.wait(5)
+    assert status == 1, "exit status {}: {}".format(status, server.stderr())
+    assert "Traceback" not in server.stderr()
+    assert group_gone(server.pid), "a process was left behind"
+
+
 # An exit that takes longer than what is left of the grace: Python puts SIGALRM's default action back as it
 # finalizes, so a timer still armed then ends the process as 'Alarm clock' (exit -14), where the clients had
 # all their echoes. The prelude's object sleeps in its __del__, run after that point.
