@@ -2357,6 +2357,7 @@ def main(argv=None):
         note("interrupted")
         return 128 + (e.args[0] if e.args else signal.SIGINT)
     finally:  # what is left is stopped, bounded: a stop signal now would only cut it short
+        StopDeferred.active = True  # first, no call before it: one that comes from here on is noted, not raised
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         for worker in multiprocessing.active_children():

@@ -710,6 +710,29 @@ def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped
     assert result.stdout.split("\n")[:2] == ["interrupted True", "kept True"], result.stdout
 
 
+# A stop signal that comes as main()'s clean-up begins (here after a run refused with one line): it is noted, and
+# neither raised nor left to cut the clean-up short. It comes inside the clean-up's first signal.signal().
+SIGNAL_AS_THE_CLEAN_UP_BEGINS = """import signal, socket
+unpatched = signal.signal
+def patched(signum, handler):
+    if handler is signal.SIG_IGN and not hasattr(patched, "sent"):
+        patched.sent = True
+        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+    return unpatched(signum, handler)
+signal.signal = patched
+with socket.socket() as unused:
+    unused.bind(("127.0.0.1", 0))
+    port = unused.getsockname()[1]  # closed: nothing listens there
+client.main(["--port", str(port), "--clients", "1", "--messages", "1"])
+"""
+
+
+def test_a_stop_signal_as_the_client_cleans_up_is_not_raised_there():
+    result = python_with_client(SIGNAL_AS_THE_CLEAN_UP_BEGINS)
+    assert "Traceback" not in result.stderr, result.stderr
+    assert result.returncode == 1 and result.stderr.startswith("client.py: error: cannot connect"), result.stderr
+
+
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
 # answers --help, as --all asks.
 CLOSING = """import argparse, socket
