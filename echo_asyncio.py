@@ -183,6 +183,7 @@ def on_signal(task):
     if signals == 1:
         task.cancel()
     else:
+        hold_stop_signals()  # as stop_clients() does, which this one cuts short: a third then changes nothing
         asyncio.get_running_loop().call_soon(task.cancel)
 
 

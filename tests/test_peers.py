@@ -289,6 +289,32 @@ def test_a_second_signal_after_a_first_taken_as_the_parent_forks_ends_the_stop_a
     assert group_gone(server.pid), "a process was left behind"
 
 
+# The asyncio servers: a third Ctrl-C, as a user who presses it again and again sends, that comes once a second
+# has cut the grace short and the loop has closed. Closing the loop puts the signals' defaults back: unheld,
+# SIGINT raised KeyboardInterrupt there (a traceback), SIGTERM ended the process by its default action.
+THIRD_SIGNAL_AS_THE_LOOP_CLOSES = """
+import asyncio, os, signal
+unpatched = asyncio.SelectorEventLoop.close
+def close(loop):
+    unpatched(loop)
+    os.kill(os.getpid(), signal.SIGINT)
+asyncio.SelectorEventLoop.close = close
+"""
+
+
+@pytest.mark.parametrize("script", [s for s in SERVERS if "def on_signal(" in (ROOT / s).read_text()])
+def test_a_third_signal_as_the_loop_closes_changes_nothing(script, start_server):
+    server = start_server(script, "-q", "--grace", "30", prelude=THIRD_SIGNAL_AS_THE_LOOP_CLOSES)
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        os.kill(server.pid, signal.SIGTERM)
+        assert wait_until(lambda: not pending(server.pid, signal.SIGTERM)), "the first signal was never taken"
+        os.kill(server.pid, signal.SIGTERM)
+        status = server.wait(5)
+    assert status == 1, "exit status {}: {}".format(status, server.stderr())
+    assert "Traceback" not in server.stderr()
+
+
 # An exit that takes longer than what is left of the grace: Python puts SIGALRM's default action back as it
 # finalizes, so a timer still armed then ends the process as 'Alarm clock' (exit -14), where the clients had
 # all their echoes. The prelude's object sleeps in its __del__, run after that point.
