@@ -377,7 +377,7 @@ def catch_stop_signals():
 
 def after_grace(action):
     """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Return what cancels it; an exit must, as Python's exit puts back SIGALRM's default action, 'Alarm clock'."""
+    Return what cancels it, for a normal exit too: Python's exit puts SIGALRM's default back, 'Alarm clock'."""
     if hasattr(signal, "setitimer"):
         signal.signal(signal.SIGALRM, lambda signum, frame: action())
         signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
