@@ -213,18 +213,24 @@ def pending(pid, signum):
     return any(mask >> (signum - 1) & 1 for mask in masks)
 
 
+def stopped_mid_echo(server, *signums):
+    """Send the signals to a server whose client has stalled (so that its grace would last), each once the one
+    before was taken; return its exit status, within 5 s. It says no traceback and leaves no process."""
+    with server.connect() as sock:
+        push_until_stalled(sock, stall=0.3)
+        for before, signum in zip((None, *signums), signums):
+            assert not before or wait_until(lambda: not pending(server.pid, before)), "a signal was never taken"
+            os.kill(server.pid, signum)
+        status = server.wait(5)
+    assert "Traceback" not in server.stderr()
+    assert group_gone(server.pid), "a process was left behind"
+    return status
+
+
 @every_server
 def test_a_second_signal_ends_the_stop_at_once(script, start_server):
     server = start_server(script, "-q", "--grace", "30")
-    with server.connect() as sock:
-        push_until_stalled(sock, stall=0.3)
-        os.kill(server.pid, signal.SIGTERM)
-        assert wait_until(lambda: not pending(server.pid, signal.SIGTERM)), "the first signal was never taken"
-        os.kill(server.pid, signal.SIGINT)
-        status = server.wait(5)
-    assert status == 1, "exit status {}: {}".format(status, server.stderr())
-    assert "Traceback" not in server.stderr()
-    assert group_gone(server.pid), "a process was left behind"
+    assert stopped_mid_echo(server, signal.SIGTERM, signal.SIGINT) == 1, server.stderr()
 
 
 # The second signal inside the first's handler, just as the grace's timer is armed: a handler that
@@ -247,13 +253,7 @@ signal.setitimer = setitimer
 @pytest.mark.parametrize("script", [s for s in SERVERS if "def after_grace(" in (ROOT / s).read_text()])
 def test_a_second_signal_inside_the_first_handler_ends_the_stop_at_once(script, start_server):
     server = start_server(script, "-q", "--grace", "30", prelude=SECOND_SIGNAL_WHILE_ARMING)
-    with server.connect() as sock:
-        push_until_stalled(sock, stall=0.3)
-        os.kill(server.pid, signal.SIGTERM)
-        status = server.wait(5)
-    assert status == 1, "exit status {}: {}".format(status, server.stderr())
-    assert "Traceback" not in server.stderr()
-    assert group_gone(server.pid), "a process was left behind"
+    assert stopped_mid_echo(server, signal.SIGTERM) == 1, server.stderr()
 
 
 # echo_fork.py: the first stop signal's handler runs as the parent forks a child, after start_worker() has kept
@@ -305,14 +305,7 @@ asyncio.SelectorEventLoop.close = close
 @pytest.mark.parametrize("script", [s for s in SERVERS if "def on_signal(" in (ROOT / s).read_text()])
 def test_a_third_signal_as_the_loop_closes_changes_nothing(script, start_server):
     server = start_server(script, "-q", "--grace", "30", prelude=THIRD_SIGNAL_AS_THE_LOOP_CLOSES)
-    with server.connect() as sock:
-        push_until_stalled(sock, stall=0.3)
-        os.kill(server.pid, signal.SIGTERM)
-        assert wait_until(lambda: not pending(server.pid, signal.SIGTERM)), "the first signal was never taken"
-        os.kill(server.pid, signal.SIGTERM)
-        status = server.wait(5)
-    assert status == 1, "exit status {}: {}".format(status, server.stderr())
-    assert "Traceback" not in server.stderr()
+    assert stopped_mid_echo(server, signal.SIGTERM, signal.SIGTERM) == 1, server.stderr()
 
 
 # An exit that takes longer than what is left of the grace: Python puts SIGALRM's default action back as it
