@@ -367,7 +367,7 @@ def catch_stop_signals():
         if stopping:
             os._exit(1)  # no traceback, nothing to flush: log() flushed every line
         stopping = True
-        atexit.register(after_grace(lambda: os._exit(0)))  # the kernel closes what is left; an exit cancels it
+        after_grace(lambda: os._exit(0))  # the kernel closes what is left
     read_end = signal_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, on_stop)
@@ -377,15 +377,16 @@ def catch_stop_signals():
 
 def after_grace(action):
     """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Return what cancels it, for a normal exit too: Python's exit puts SIGALRM's default back, 'Alarm clock'."""
+    Cancelled at exit: Python's exit puts SIGALRM's default back, and a ring then would be 'Alarm clock'."""
     if hasattr(signal, "setitimer"):
         signal.signal(signal.SIGALRM, lambda signum, frame: action())
         signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
-        return lambda: signal.setitimer(signal.ITIMER_REAL, 0)
+        atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)
+        return
     timer = threading.Timer(GRACE, action)
     timer.daemon = True  # the process may end before it rings
     timer.start()
-    return timer.cancel
+    atexit.register(timer.cancel)
 
 
 def main():

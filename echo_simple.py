@@ -27,7 +27,6 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # True once a stop signal came: accept() takes only the clients already queued
 deadline = None  # when the grace ends, once a stop signal came
-cancel_grace = None  # what cancels the grace's end (after_grace())
 connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
@@ -157,11 +156,11 @@ def wait_for_room(sock, data):
 def stop_server(signum, frame):
     """The first Ctrl-C or SIGTERM sets flags (accept() takes only the clients already queued) and shuts the
     write side of those waiting for a chunk: each has every echo, then EOF. A second signal exits at once."""
-    global stopping, deadline, cancel_grace
+    global stopping, deadline
     if stopping:
         os._exit(1)  # even inside the first's after_grace(): log() flushed, the kernel closes sockets and timer
     stopping, deadline = True, time.monotonic() + GRACE
-    cancel_grace = after_grace(lambda: cut(socket.SHUT_RDWR))
+    after_grace(lambda: cut(socket.SHUT_RDWR))
     cut(socket.SHUT_WR)
 
 
@@ -328,15 +327,16 @@ def release_stop_signals():
 
 def after_grace(action):
     """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Return what cancels it, for a normal exit too: Python's exit puts SIGALRM's default back, 'Alarm clock'."""
+    Cancelled at exit: Python's exit puts SIGALRM's default back, and a ring then would be 'Alarm clock'."""
     if hasattr(signal, "setitimer"):
         signal.signal(signal.SIGALRM, lambda signum, frame: action())
         signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
-        return lambda: signal.setitimer(signal.ITIMER_REAL, 0)
+        atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)
+        return
     timer = threading.Timer(GRACE, action)
     timer.daemon = True  # the process may end before it rings
     timer.start()
-    return timer.cancel
+    atexit.register(timer.cancel)
 
 
 def wakeup_pipe():
@@ -380,7 +380,6 @@ def main():
         try:
             accept_loop(server_sock)
         except KeyboardInterrupt:  # wait_for_client(): the stop took the last client queued
-            cancel_grace()
             log("Shutdown")
 
 
