@@ -25,7 +25,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from common import client
+from common import SERVERS, client
 
 
 # ---- client.py's records, read back
@@ -352,15 +352,33 @@ def server_line(sweep, figure, x, y, colour, style, dots):
 
 WAIT, SERVED, ECHO, STALLED, STALL_SERVED = "#c8c8c8", "#a9c8ea", "#173f73", "#d9480f", "#f6c3a8"
 PANEL_W, PANEL_GAP_X, PANEL_GAP_Y, PANEL_LEFT = 300, 46, 78, 30
+WAITED_S = 0.1  # no echo for this long, between two echoes of a connection, is drawn as waiting, not as served
+TICK_PX = 2  # echoes closer than this on the axis (the median between two) merge into a bar: none is drawn
+GROUP_GAP = 5  # client.py's worker processes show as groups where the gap between is this x the median between rows
+SELECTORS_HOLDS = 1 << 20  # echo_selectors.py's MAX_BUFFER: it reads no more from a client while this much waits
 
 
 def read_trace(path):
     """A client.py --trace file: (its run line, its connection lines). Lines another program wrote on the same
     clock (bench/timelines.py's stalled client) are connection lines with "worker": null and a "who"."""
-    lines = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
-    if not lines or lines[0].get("trace") != 1:
-        raise ValueError("{} is not a client.py --trace file (its first line is not the run's)".format(path))
+    return trace_lines(Path(path).read_text(encoding="utf-8"), path)
+
+
+def trace_lines(text, name):
+    """A client.py --trace file's text, read as read_trace() says; ValueError, naming it, if it is not one."""
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    if not lines or not isinstance(lines[0], dict) or lines[0].get("trace") != 1:
+        raise ValueError("{} is not a client.py --trace file (its first line is not the run's)".format(name))
     return lines[0], lines[1:]
+
+
+def is_trace(text):
+    """Whether text begins as a client.py --trace file does: a line of JSON with "trace": 1."""
+    try:
+        first = json.loads(text.split("\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(first, dict) and first.get("trace") == 1
 
 
 def echoes(connection):
@@ -373,6 +391,17 @@ def served(connection):
     came back. Before it, from connect() on, the connection waited."""
     done = echoes(connection)
     return (done[0], done[-1]) if done else None
+
+
+def served_spans(connection, waited=WAITED_S):
+    """The spans in which the server was serving a connection: from its first echo to its last, broken wherever
+    no echo came for waited seconds or more (there it waited, as before its first echo)."""
+    done, spans = echoes(connection), []
+    for before, after in zip([None] + done, done):
+        if before is None or after - before >= waited:
+            spans.append([after, after])
+        spans[-1][1] = after
+    return [tuple(span) for span in spans]
 
 
 def longest_gap(connections, start, end):
@@ -390,13 +419,17 @@ def timeline_rows(connections):
                                               c["connect"][0]))
 
 
-def timelines_svg(title, panels, caption, columns=3, row_h=8):
+def timelines_svg(title, panels, caption, columns=3, row_h=8, panel_w=PANEL_W):
     """Small multiples of timelines: [(label, note, connections)] as panels, a row per connection, one time
-    axis (seconds from each run's start) shared by every panel; caption: paragraphs said under the title."""
+    axis (seconds from each run's start) shared by every panel; caption: paragraphs said under the title;
+    panel_w: a panel's width. An echo is a tick where the picture's echoes lie TICK_PX apart or more (the median
+    between two of a connection's); closer, they would merge into a solid bar, and the served spans alone are drawn."""
     end = max([c["end"] for _, _, cs in panels for c in cs if c.get("end") is not None] + [1e-3])
     most = max([len(cs) for _, _, cs in panels] + [1])
     plot_h = most * row_h
-    width = PANEL_LEFT + columns * PANEL_W + (columns - 1) * PANEL_GAP_X + 20
+    width = PANEL_LEFT + columns * panel_w + (columns - 1) * PANEL_GAP_X + 20
+    between = [b - a for _, _, cs in panels for c in cs if not c.get("who") for a, b in zip(echoes(c), echoes(c)[1:])]
+    ticks = not between or sorted(between)[len(between) // 2] * panel_w / nice_ceiling(end) >= TICK_PX
     parts = [svg_text(10, 24, title, font_size=15, font_weight="bold")]
     y = 46
     for paragraph in caption:
@@ -404,54 +437,64 @@ def timelines_svg(title, panels, caption, columns=3, row_h=8):
             parts.append(svg_text(10, y, line, fill="#333"))
             y += 16
         y += 4
-    key, y = legend(10, y + 8, width - 20, any(c.get("stall") for _, _, cs in panels for c in cs))
+    key, y = legend(10, y + 8, width - 20, any(c.get("stall") for _, _, cs in panels for c in cs), ticks)
     parts += key
     top = y + 46
     x = None
     for n, (label, note, connections) in enumerate(panels):
-        left = PANEL_LEFT + (n % columns) * (PANEL_W + PANEL_GAP_X)
+        left = PANEL_LEFT + (n % columns) * (panel_w + PANEL_GAP_X)
         ptop = top + (n // columns) * (plot_h + PANEL_GAP_Y)
-        x = Scale(0, nice_ceiling(end), left, PANEL_W)
+        x = Scale(0, nice_ceiling(end), left, panel_w)
         parts += ['<g class="panel" data-server="{}">'.format(html.escape(label)),
                   svg_text(left, ptop - 21, label, font_weight="bold"),
                   svg_text(left, ptop - 6, note, fill="#444", font_size=11)]
         for value, _ in x.ticks(5):
             parts.append('<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#eee"/>'.format(
                 x(value), ptop, ptop + plot_h))
+        shades = [stall_window(c) for c in connections if c.get("stall")]  # who was served meanwhile
+        parts += ['<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}" fill-opacity="0.22"/>'.format(
+            x(a), ptop, max(1.0, x(b) - x(a)), plot_h, STALLED) for a, b in shades]  # under the rows: theirs show
         for row, c in enumerate(timeline_rows(connections)):
-            parts += timeline_row(c, x, ptop + row * row_h, row_h)
-        for stalled in (c for c in connections if c.get("stall")):  # over the rows: who was served meanwhile
-            # From its sender's block (the buffers full: the server can send it nothing more) to its first read.
-            a, b = stalled.get("sender_blocked") or stalled["stall"][0], stalled["stall"][1]
-            parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}" fill-opacity="0.22" '
-                         'stroke="{}" stroke-dasharray="3,2"/>'.format(x(a), ptop, max(1.0, x(b) - x(a)), plot_h,
-                                                                       STALLED, STALLED))
+            parts += timeline_row(c, x, ptop + row * row_h, row_h, ticks)
+        parts += ['<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="none" stroke="{}" '
+                  'stroke-dasharray="3,2"/>'.format(x(a), ptop, max(1.0, x(b) - x(a)), plot_h, STALLED)
+                  for a, b in shades]  # its edges over them
         parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
-            left, ptop, PANEL_W, plot_h), *x_axis(x, ptop + plot_h, count=5, unit=" s"), "</g>"]
+            left, ptop, panel_w, plot_h), *x_axis(x, ptop + plot_h, count=5, unit=" s"), "</g>"]
     bottom = top + ((len(panels) + columns - 1) // columns) * (plot_h + PANEL_GAP_Y) - PANEL_GAP_Y + 24
-    parts.append(svg_text(width / 2, bottom + 14, "seconds from the run's start: the same axis in every panel",
-                          text_anchor="middle", fill="#444"))
+    parts.append(svg_text(min(width / 2, PANEL_LEFT + (min(len(panels), columns) * (panel_w + PANEL_GAP_X)
+                                                      - PANEL_GAP_X) / 2), bottom + 14,
+                          "seconds from the run's start: the same axis in every panel", text_anchor="middle",
+                          fill="#444"))
     return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
                       'font-family="sans-serif" font-size="12">'.format(width, bottom + 28),
                       '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
 
 
-def timeline_row(c, x, top, row_h):
-    """One connection: waiting (connect() to the first echo) grey and thin, served (first to last echo) blue,
-    a tick at each echo; the stalled client's in its own colour, its sends as hollow ticks; a failure in red."""
+def stall_window(stalled):
+    """When the stalled client's stall held the server up: from its sender's block (the buffers full: the
+    server can send it nothing more; its connect() where it never blocked) to its first read."""
+    return stalled.get("sender_blocked") or stalled["stall"][0], stalled["stall"][1]
+
+
+def timeline_row(c, x, top, row_h, ticks=True):
+    """One connection: waiting grey and thin (from connect() to its last echo, or its end where none came),
+    served blue over it (served_spans(): a wait of WAITED_S or more without an echo stays grey), a tick at each
+    echo where ticks; the stalled client's in its own colour, its echoes and its sends (hollow) always ticked; a
+    failure in red."""
     first = c["connect"][0]
-    span = served(c)
-    until = span[0] if span else c.get("end") or first
+    done = echoes(c)
+    until = done[-1] if done else c.get("end") or first
     colour = STALLED if c.get("who") else ECHO
     parts = ['<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{}" fill="{}"/>'.format(
         x(first), top + row_h / 2 - 1.5, max(0.5, x(until) - x(first)), 3, WAIT)]
-    if span:
+    for a, b in served_spans(c):
         parts.append('<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="{}"/>'.format(
-            x(span[0]), top + 1, max(1.0, x(span[1]) - x(span[0])), row_h - 2, SERVED if not c.get("who")
-            else STALL_SERVED))
-    ticks = " ".join("M{:.1f} {:.1f}v{}".format(x(t), top + 1, row_h - 2) for t in echoes(c))
-    if ticks:
-        parts.append('<path d="{}" stroke="{}" stroke-width="1"/>'.format(ticks, colour))
+            x(a), top + 1, max(1.0, x(b) - x(a)), row_h - 2, SERVED if not c.get("who") else STALL_SERVED))
+    if ticks or c.get("who"):
+        path = " ".join("M{:.1f} {:.1f}v{}".format(x(t), top + 1, row_h - 2) for t in done)
+        if path:
+            parts.append('<path d="{}" stroke="{}" stroke-width="1"/>'.format(path, colour))
     if c.get("who"):  # when each of its sends began: the kernel took some, then its sender blocked
         parts += ['<path d="{}" stroke="{}" stroke-width="1" fill="none"/>'.format(" ".join(
             "M{:.1f} {:.1f}h2v{}h-2z".format(x(sent), top + 1, row_h - 2) for sent, _ in c["messages"]), STALLED)]
@@ -460,13 +503,15 @@ def timeline_row(c, x, top, row_h):
     return parts
 
 
-def legend(left, y, width, stall):
+def legend(left, y, width, stall, ticks=True):
     """The key to a row, above the panels, in as many lines as width needs: (its parts, the last line's y)."""
     keys = [(lambda at, y: '<rect x="{}" y="{}" width="22" height="3" fill="{}"/>'.format(at, y - 5, WAIT),
-             "waiting: from connect() to the first echo"),
+             "waiting: from connect() to the first echo, or {:g} s or more without one".format(WAITED_S)),
             (lambda at, y: '<rect x="{}" y="{}" width="22" height="6" fill="{}"/>'.format(at, y - 7, SERVED),
-             "served: from the first echo to the last"),
-            (lambda at, y: '<path d="M{} {}v8" stroke="{}"/>'.format(at + 11, y - 8, ECHO), "an echo")]
+             "served: echoes less than {:g} s apart{}".format(WAITED_S, "" if ticks else
+                                                               " (too close here to draw one by one)"))]
+    if ticks:
+        keys.append((lambda at, y: '<path d="M{} {}v8" stroke="{}"/>'.format(at + 11, y - 8, ECHO), "an echo"))
     if stall:
         keys += [(lambda at, y: '<rect x="{}" y="{}" width="22" height="9" fill="{}" fill-opacity="0.22" stroke="{}" '
                                 'stroke-dasharray="3,2"/>'.format(at, y - 9, STALLED, STALLED),
@@ -489,24 +534,102 @@ def span_text(values, spec="{:.2f}"):
     return low if low == high else "{}-{}".format(low, high)
 
 
+def listing(words):
+    """a, b and c."""
+    words = list(words)
+    return " and ".join([", ".join(words[:-1]), words[-1]] if len(words) > 1 else words)
+
+
 def wrapped(text, columns):
     """text in lines of about columns characters."""
     return textwrap.wrap(text, int(columns), break_on_hyphens=False) or [""]
 
 
+def flag_value(flags, name):
+    """The value given to flag name in a server's flags (["--workers", "4"]), or None."""
+    return flags[flags.index(name) + 1] if name in flags[:-1] else None
+
+
+def first_echoes(connections):
+    """When each connection (the stalled client's aside) was first served, in order."""
+    return sorted(served(c)[0] for c in connections if served(c) and not c.get("who"))
+
+
+def waves_text(server, workers, connections):
+    """How a server with `workers` workers started its connections, from when each was first served: in waves of
+    `workers` that stand apart (a wave's first echoes within half the time from its start to the next wave's, or
+    from the wave before for the last), or its first wave so and the rest as workers freed, or neither."""
+    starts = first_echoes(connections)
+    waves = [starts[i:i + workers] for i in range(0, len(starts), workers)]
+    if len(waves) < 2:
+        return "{}'s {} connections all at once (at {} s)".format(server, len(starts), span_text(starts))
+    gaps = [b[0] - a[0] for a, b in zip(waves, waves[1:])]
+    apart = [w[-1] - w[0] < gap / 2 for w, gap in zip(waves, gaps + gaps[-1:])]
+    at = lambda values: listing("{:.3f}".format(v) for v in values)
+    if all(apart):
+        return "{}'s in waves of {} that stand apart (starting at {} s)".format(server, workers, at(w[0] for w in waves))
+    rest = [t for w in waves[1:] for t in w]
+    if apart[0]:
+        return "{}'s first {} together (by {:.3f} s), then the rest one or two at a time as workers freed (at {} " \
+               "s)".format(server, workers, waves[0][-1], at(rest))
+    return "{}'s as workers freed (at {} s)".format(server, at(starts))
+
+
+def worker_groups(connections):
+    """The connections grouped by the client.py worker process that ran them, if each group was first served
+    together, one group after another, GROUP_GAP x the median time between two first echoes or more apart:
+    [first echoes of a group], in the order served; else None (one worker process, or groups that mixed)."""
+    mine = [c for c in connections if served(c) and not c.get("who")]
+    by_worker = {}
+    for c in sorted(mine, key=lambda c: served(c)[0]):
+        by_worker.setdefault(c["worker"], []).append(served(c)[0])
+    groups = list(by_worker.values())
+    starts = first_echoes(mine)
+    if len(groups) < 2 or [t for g in groups for t in g] != starts:
+        return None
+    middle = sorted(b - a for a, b in zip(starts, starts[1:]))[(len(starts) - 1) // 2]
+    return groups if all(b[0] - a[-1] >= GROUP_GAP * middle for a, b in zip(groups, groups[1:])) else None
+
+
+def groups_text(panels):
+    """The caption's sentence on client.py's worker processes, where they show as groups of rows: which panels,
+    how many processes and clients each, how far apart their connections came and were first served."""
+    workers = sorted({c["worker"] for _, _, cs in panels for c in cs if c.get("worker") is not None})
+    shown = [(label, worker_groups(cs)) for label, _, cs in panels if worker_groups(cs)]
+    if len(workers) < 2 or not shown:
+        return None
+    came = []  # how long after a worker process's first connect() the next one's came
+    for _, _, cs in panels:
+        firsts = sorted(min(c["connect"][0] for c in cs if c.get("worker") == w) for w in workers
+                        if any(c.get("worker") == w for c in cs))
+        came += [b - a for a, b in zip(firsts, firsts[1:])]
+    sizes = sorted({len(g) for _, groups in shown for g in groups})
+    return ("client.py ran the clients in {} worker processes (its --procs: by default one per core), dealt out in "
+            "turn, and each process connects its own together: their connect()s began {} ms apart. In {} the rows "
+            "start in groups of {}, one per process: each group was first served together, the next {} ms after "
+            "the one before.".format(
+                len(workers), span_text([t * 1000 for t in came], "{:.1f}"),
+                listing(label.split()[0] for label, _ in shown), listing(str(n) for n in sizes),
+                span_text([(b[0] - a[0]) * 1000 for _, groups in shown for a, b in zip(groups, groups[1:])],
+                          "{:.0f}")))
+
+
 def kept_timelines(folder):
     """timelines.svg, or stall.svg, from a folder bench/timelines.py keeps: its meta.json and a trace per server,
-    each panel titled by its server and the flags it ran with, the caption from the meta."""
+    each panel titled by its server and the flags it ran with, the caption from the meta and the traces: it
+    speaks only of the servers drawn."""
     folder = Path(folder)
     meta = json.loads((folder / "meta.json").read_text(encoding="utf-8"))
     stall = "stall_s" in meta
-    panels, taken, started = [], [], []
+    panels, taken, started, flags = [], [], [], {}
     for kept in meta["servers"]:
         _, connections = read_trace(folder / kept["trace"])
         label = " ".join([kept["server"], *kept["flags"]])
+        flags[kept["server"]] = kept["flags"]
         if stall:
             stalled = next((c for c in connections if c.get("stall")), None)
-            gap = longest_gap([c for c in connections if not c.get("who")], *stalled["stall"]) if stalled else None
+            others = [c for c in connections if not c.get("who")]
+            gap = longest_gap(others, *stalled["stall"]) if stalled else None
             if stalled and stalled.get("taken_before_blocking"):
                 taken.append(round(stalled["taken_before_blocking"] / (1 << 20), 1))  # MiB, its pieces' unit
             if stalled:
@@ -519,30 +642,75 @@ def kept_timelines(folder):
                 "no echo"
         failed = [c["how"] for c in connections if c.get("how") not in ("eof", None)]
         panels.append((label, note + ("; {} failed".format(len(failed)) if failed else ""), connections))
-    run = "Measured on {}, {}, at {}{}, by python3 bench/timelines.py: client.py --trace with {}; every server " \
-          "ran with -q --work {:,}{}.".format(
+    run = "Measured on {}, {}, at {}{}, by python3 bench/timelines.py: client.py --trace with {}; {} ran with -q " \
+          "--work {:,}{}.".format(
               meta["machine"], meta["when"], meta["commit"], " (with uncommitted changes)" if meta.get("changed") else
-              "", meta["load"], meta["work"], ", about {:.2f} ms of its "
-              "CPU a message (calibrated on echo_select.py: bench/results/{}/meta.json says how)".format(
-                  meta["work_ms"], folder.name) if meta.get("work_ms") else " (given, not calibrated)")
+              "", meta["load"], "each server" if len(panels) > 1 else "the server", meta["work"],
+              ", about {:.2f} ms of its CPU a message (calibrated on echo_select.py: its meta.json, beside the "
+              "traces, says how)".format(meta["work_ms"]) if meta.get("work_ms") else " (given, not calibrated)")
     if stall:
+        held = " (echo_selectors.py reads no more from a client while {:g} MiB waits to go back to it)".format(
+            SELECTORS_HOLDS / (1 << 20)) if "echo_selectors.py" in flags else ""
         caption = [run, "At {} s, one more connection (the bottom row), driven by bench/timelines.py with a socket "
                    "of its own on the same clock, sends {} MiB in pieces of {} MiB (a hollow tick each) and reads "
-                   "nothing until {:g} s after its sender blocked (shaded from the block: the kernel took {} MiB of it, "
-                   "and the server could send it nothing more), then reads its whole echo. Above each "
-                   "panel: the longest the other clients waited for an echo from its connect() to its first "
-                   "read.".format(
+                   "nothing until {:g} s after its sender blocked, then reads its whole echo. Shaded: from that "
+                   "block, when the server could send it nothing more, to its first read. Its send() had taken {} MiB "
+                   "by then: the kernel's buffers, its socket's and the server's, and what the server held "
+                   "itself{}. Above each panel: the longest any other client waited for an echo, from its connect() "
+                   "or the echo before, over the shaded time.".format(
                        "-" if not started else span_text(started), meta["stalled_bytes"] >> 20, meta["piece"] >> 20,
-                       meta["stall_s"], "-" if not taken else span_text(taken, "{:g}"))]
+                       meta["stall_s"], "-" if not taken else span_text(taken, "{:g}"), held)]
         return timelines_svg("One client stops reading: who else waits?", panels, caption, columns=2, row_h=14)
-    caption = [run, "echo_simple.py ran with --backlog 16: with its default of 5, Linux queues 6 connections and "
-               "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "
-               "panel by a second. "
-               "echo_prefork.py and echo_prethread.py ran with --workers 4, so that their waves show.",
-               "A row is a connection, in the order it was first served. The picture shows order and fairness, not "
-               "speed: who is served when, and who waits meanwhile. How soon a panel ends depends on this machine, "
-               "the client sharing its cores and --work."]
-    return timelines_svg("Who is served when: every server under one small load", panels, caption)
+    said = []
+    backlog = flag_value(flags.get("echo_simple.py", []), "--backlog")
+    if backlog:
+        said.append("echo_simple.py ran with --backlog {}: with its default of 5, Linux queues 6 connections and "
+                    "drops the SYNs of the clients beyond them, which retry a second later and would stretch every "
+                    "panel by a second.".format(backlog))
+    pools = [(server, int(flag_value(f, "--workers"))) for server, f in flags.items() if flag_value(f, "--workers")]
+    for workers in sorted({n for _, n in pools}):
+        named = [server for server, n in pools if n == workers]
+        said.append("{} ran with --workers {}: {} connections served at a time, the others waiting their turn. "
+                    "They were first served so: {}.".format(
+                        listing(named), workers, workers, "; ".join(
+                            waves_text(server, workers, next(cs for label, _, cs in panels if label.split()[0] ==
+                                                             server)) for server in named)))
+    groups = groups_text(panels)
+    caption = [run] + ([" ".join(said)] if said else []) + ([groups] if groups else []) + [
+        "A row is a connection, in the order it was first served. The picture shows order and fairness, not "
+        "speed: who is served when, and who waits meanwhile. How soon a panel ends depends on this machine, "
+        "the client sharing its cores and --work."]
+    servers = set(flags)
+    title = "every server" if servers >= set(SERVERS) else listing(sorted(servers)) if len(servers) < 4 else \
+        "{} servers".format(len(servers))
+    return timelines_svg("Who is served when: {} under one small load".format(title), panels, caption)
+
+
+def trace_svg(run, connections, name):
+    """One client.py --trace file (read_trace()'s run line and connection lines; name: the file's) drawn as a
+    timeline: a panel, a row per connection, its caption from the run's line (where it ran, its workload, its
+    worker processes); a trace does not name the server."""
+    w = run.get("workload", {})
+    load = "{} connections/s for {:g} s, {} exchange{} of {} B each".format(
+        "{:,g}".format(w["rate"]), w["duration"], w["messages"], "s" if w["messages"] > 1 else "", w["size"]) if \
+        w.get("rate") else "{} client{} x {} connection{} x {} message{} of {} B".format(
+            w.get("clients"), "s" if w.get("clients") != 1 else "", w.get("connects"),
+            "s" if w.get("connects") != 1 else "", w.get("messages"), "s" if w.get("messages") != 1 else "",
+            w.get("size"))
+    workers = sorted({c["worker"] for c in connections if c.get("worker") is not None})
+    failed = [c for c in connections if c.get("how") not in ("eof", None)]
+    ends = [served(c)[1] for c in connections if served(c)]
+    note = "{} connection{}; {}{}".format(len(connections), "s" if len(connections) != 1 else "",
+                                         "the last echo at {:.2f} s".format(max(ends)) if ends else "no echo",
+                                         "; {} failed".format(len(failed)) if failed else "")
+    panels = [("{}:{}".format(run.get("host"), run.get("port")), note, connections)]
+    caption = ["client.py --trace against {}:{}, {}, in {} worker process{}: {}.".format(
+        run.get("host"), run.get("port"), load, len(workers), "es" if len(workers) != 1 else "", name)]
+    groups = groups_text(panels)
+    caption += ([groups] if groups else []) + ["A row is a connection, in the order it was first served: who is "
+                                               "served when, and who waits meanwhile."]
+    return timelines_svg("Who is served when: one client.py --trace run", panels, caption, columns=1,
+                         row_h=8 if len(connections) <= 100 else 3, panel_w=2 * PANEL_W + PANEL_GAP_X)
 
 
 # ---- command line
@@ -554,20 +722,29 @@ def one_line(message):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("results", nargs="?", default="-", help="client.py --all --json's output (default: stdin)")
+    parser.add_argument("results", nargs="?", default="-", help="client.py --all --json's output, or one client.py "
+                        "--trace file (drawn as a timeline, with --svg) (default: stdin)")
     parser.add_argument("--markdown", metavar="FILE", help="write every figure as Markdown, under a line that names "
                         "the machine, the scenarios and how many servers (not client.py's command line, which the "
                         "records do not keep)")
     parser.add_argument("--svg", metavar="FILE", help="draw the results as an SVG chart: the closed-loop bars, the "
-                        "sweeps' small multiples, or both")
+                        "sweeps' small multiples, or both; a trace as a timeline, a row per connection")
     parser.error = one_line  # a bad argument is one line, as client.py says it
     args = parser.parse_args(argv)
     if not (args.markdown or args.svg):
         parser.error("nothing to draw: give --markdown FILE, --svg FILE or both")
     try:
-        results = from_json(json.loads(sys.stdin.read() if args.results == "-" else Path(args.results).read_text()))
+        text = sys.stdin.read() if args.results == "-" else Path(args.results).read_text(encoding="utf-8")
+        if is_trace(text):
+            if args.markdown:
+                parser.error("{} is a client.py --trace file: it is drawn with --svg, and has no Markdown".format(
+                    args.results))
+            Path(args.svg).write_text(trace_svg(*trace_lines(text, args.results), Path(args.results).name))
+            return 0
+        results = from_json(json.loads(text))
     except (OSError, ValueError, KeyError, TypeError) as e:
-        parser.error("cannot read client.py --all --json's output from {}: {}".format(args.results, e))
+        parser.error("cannot read client.py --all --json's output or a --trace file from {}: {}".format(
+            args.results, e))
     if not results["tables"] and not results["sweeps"]:
         parser.error("{} holds no table and no sweep: is it client.py --all --json's output?".format(args.results))
     if args.markdown:

@@ -108,7 +108,7 @@ PARTS = {
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
     # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
     "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
-                  [[sys.executable, "bench/timelines.py", "--no-draw"]]),
+                  [[sys.executable, "bench/timelines.py", "--keep", "--no-draw"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
 }

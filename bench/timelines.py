@@ -2,7 +2,14 @@
 """Who is served when: every server under one small load, traced by client.py --trace and drawn as
 timelines.svg; then one client that stops reading, beside the others, drawn as stall.svg.
 
-    python3 bench/timelines.py [--part timelines,stall] [--work N] [--calibrate] [--no-draw] [SERVER ...]
+    python3 bench/timelines.py --out DIR [--part timelines,stall] [--work N] [SERVER ...]
+    python3 bench/timelines.py --keep [--no-draw]      (the kept traces and the committed pictures)
+    python3 bench/timelines.py --calibrate
+
+Your own: `--out DIR` traces the servers named (every one of the part by default) on this machine and draws
+them as DIR/timelines.svg and DIR/stall.svg from the traces it keeps beside them (DIR/timelines/, DIR/stall/),
+with a caption that speaks only of the servers drawn; the committed pictures and bench/results/ are left as they
+are. `--keep` replaces those (bench/regenerate.py's timelines part runs it with --no-draw).
 
 timelines: each server (the article's nine first, then the rest) is started with -q --work N and traced
 under one load: 12 clients arriving together, each with one connection of 20 messages of 32 B (one
@@ -11,20 +18,25 @@ after the last one ends). Two servers get a flag of their own:
 - echo_simple.py --backlog 16: its default backlog of 5 lets Linux queue 6 connections; the SYNs of
   the clients beyond them are dropped and retried a second later, which would stretch every panel by a
   second (client.py --json counts such connects in syn_retries: try it without the flag).
-- echo_prefork.py and echo_prethread.py --workers 4, so that their waves of 4 show.
+- echo_prefork.py and echo_prethread.py --workers 4: 4 connections served at a time, the others waiting their
+  turn, so that whether they go in waves shows.
 If a shape does not show, change the load here, not the drawing, and say why beside it. What was tried:
 prefork's and prethread's first 4 connections start together, and the next ones start as each of them ends,
 at different times (4 workers on 2 cores beside the client); the later waves stood apart (each wave's 4
 first echoes within half the time between two waves' starts) in 3 runs of 6 for prefork and 2 of 6 for
-prethread with 20 messages a connection, and the same with 40, so the shorter load stays. echo_thread.py's
-rows start apart, not together (its accepting thread waits its turn at the GIL behind the busy ones): the
-pattern's, not the load's.
+prethread with 20 messages a connection, and the same with 40, so the shorter load stays, and the caption
+says which the kept run shows (draw.waves_text(), from the traces). echo_thread.py's rows start apart, not
+together (its accepting thread waits its turn at the GIL behind the busy ones): the pattern's, not the load's.
+client.py runs the 12 clients in its worker processes (--procs, one per core by default: 2 here), each of
+which connects its own 6 together; where a server takes one process's connections a round before the
+other's, its rows start in two groups of 6, which the caption says (draw.groups_text()).
 
 stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,
 echo_asyncio_protocol.py and echo_thread.py, 5 clients exchange (client.py --trace, one connection of
 STALL_MESSAGES messages each) while a sixth connection, driven from here with a socket of its own,
-sends STALL_BYTES (more than its socket buffers and the server's hold: the kernel took 6-9 MiB before
-such a sender blocked) and reads none of its echo until STALL_S seconds after its sender blocked, then
+sends STALL_BYTES (more than the buffers hold: its send() had taken 6-9 MiB when such a sender blocked,
+which is the kernel's buffers, its socket's and the server's, and what the server held itself, up to 1 MiB in
+echo_selectors.py) and reads none of its echo until STALL_S seconds after its sender blocked, then
 reads it all. client.py has no such mode, and gets none: the stalled client is a few lines here, on
 client.py's clock (its trace's t0 is time.perf_counter(), CLOCK_MONOTONIC on Linux, one clock for every
 process), written as one more connection line of the trace, with "who": "stalled" and "stall": [from, to]
@@ -38,12 +50,13 @@ CALIBRATION_MESSAGES messages, the median of 3 runs), and N is scaled once so th
 server about 1 ms in all; the figures are kept in the meta.json beside the traces. --calibrate only
 calibrates and prints them.
 
-The traces are kept in bench/results/timelines/ and bench/results/stall/ (a JSON-lines file per server,
-and meta.json: the machine, the Python, the commit and the files that differed from it, the load, --work
-and its calibration); timelines.svg and stall.svg are drawn from them by draw_pictures() (bench/draw.py's
-kept_timelines()), once the parts asked for are measured. bench/regenerate.py runs this with --no-draw as
-its timelines part and draws them in its render() with the same draw_pictures(), so that they are drawn in
-one place. Run it alone on the machine (under a minute on 2 cores): another load would share the cores.
+The traces are kept in DIR/timelines/ and DIR/stall/ with --out, in bench/results/timelines/ and stall/ with
+--keep (a JSON-lines file per server, and meta.json: the machine, the Python, the commit and the files that
+differed from it, the load, --work and its calibration); timelines.svg and stall.svg are drawn from them by
+draw_pictures() (bench/draw.py's kept_timelines()), once the parts asked for are measured: into DIR, or with
+--keep at the repository's root. bench/regenerate.py runs this with --keep --no-draw as its timelines part and
+draws them in its render() with the same draw_pictures(), so that they are drawn in one place. Run it alone on
+the machine (under a minute on 2 cores for every server): another load would share the cores.
 """
 import argparse
 import json
@@ -57,6 +70,7 @@ import sys
 import tempfile
 import threading
 import time
+from pathlib import Path
 
 import draw
 from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, changed_files, client, client_figures,
@@ -88,7 +102,7 @@ STALL_S = 1.0  # seconds the stalled client goes on reading nothing once its sen
 BLOCKED_S = 0.5
 MIB = 1 << 20
 PIECE = MIB  # the stalled client sends its bytes in pieces of 1 MiB: a piece is one message of its line
-STALL_BYTES = 16 * PIECE  # more than the kernel takes before such a sender blocks (6-9 MiB: bench/results/stall/)
+STALL_BYTES = 16 * PIECE  # more than send() takes before such a sender blocks (6-9 MiB: bench/results/stall/)
 PICTURES = {"timelines": "timelines.svg", "stall": "stall.svg"}  # each part's picture, at the repository's root
 
 
@@ -176,9 +190,9 @@ def meta(work, how, load_words, command):
             "servers": []}
 
 
-def timelines(servers, work, how):
-    """Trace every server under LOAD into bench/results/timelines/."""
-    folder = RESULTS / "timelines"
+def timelines(servers, work, how, results=RESULTS):
+    """Trace each of servers under LOAD into results/timelines/."""
+    folder = results / "timelines"
     folder.mkdir(parents=True, exist_ok=True)
     kept = meta(work, how, LOAD_WORDS, shlex.join(["python3", "client.py", "--port", "PORT", *LOAD, "--trace",
                                                    "FILE"]))
@@ -292,9 +306,9 @@ class StalledClient:
                 "taken_before_blocking": self.taken_before_blocking()}
 
 
-def stall(servers, work, how):
-    """Each server: client.py --trace under STALL_LOAD, and the stalled client beside it, into bench/results/stall/."""
-    folder = RESULTS / "stall"
+def stall(servers, work, how, results=RESULTS):
+    """Each server: client.py --trace under STALL_LOAD, and the stalled client beside it, into results/stall/."""
+    folder = results / "stall"
     folder.mkdir(parents=True, exist_ok=True)
     kept = meta(work, how, STALL_WORDS, shlex.join(["python3", "client.py", "--port", "PORT", *STALL_LOAD,
                                                     "--trace", "FILE"]))
@@ -339,18 +353,27 @@ def stall(servers, work, how):
     return folder
 
 
-def draw_pictures(to=ROOT, parts=PICTURES):
-    """Each part's picture (PICTURES) drawn into the folder to from the traces kept in bench/results/PART/, where
-    they are kept: the one place timelines.svg and stall.svg are drawn (bench/regenerate.py's render() calls it)."""
+def draw_pictures(to=ROOT, parts=PICTURES, results=RESULTS):
+    """Each part's picture (PICTURES) drawn into the folder to from the traces kept in results/PART/, where
+    they are kept: the one place timelines.svg and stall.svg are drawn (bench/regenerate.py's render() calls it).
+    The paths it wrote."""
+    drawn = []
     for part in parts:
-        folder = RESULTS / part
+        folder = results / part
         if (folder / "meta.json").exists():
             (to / PICTURES[part]).write_text(draw.kept_timelines(folder))
+            drawn.append(to / PICTURES[part])
+    return drawn
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("servers", nargs="*", help="e.g. echo_simple.py (default: every server of the part)")
+    parser.add_argument("servers", nargs="*", help="e.g. echo_select.py echo_prefork.py (default: every server of the "
+                        "part)")
+    parser.add_argument("--out", metavar="DIR", help="keep the traces in DIR/timelines/ and DIR/stall/ and draw them "
+                        "as DIR/timelines.svg and DIR/stall.svg (your own: the committed ones are left alone)")
+    parser.add_argument("--keep", action="store_true", help="replace the kept traces (bench/results/timelines/ and "
+                        "stall/) and redraw the committed timelines.svg and stall.svg")
     parser.add_argument("--part", default="timelines,stall", help="timelines, stall or both (default: both)")
     parser.add_argument("--work", type=int, help="the servers' --work (default: calibrated here first)")
     parser.add_argument("--calibrate", action="store_true", help="only calibrate --work, and print what was measured")
@@ -366,13 +389,28 @@ def main():
     if args.calibrate:
         print(json.dumps(calibrate()[1], indent=1))
         return 0
+    if bool(args.out) == args.keep:
+        parser.error("say where: --out DIR (your own traces and pictures) or --keep (the kept traces in "
+                     "bench/results/ and the committed pictures)")
+    results, to = (RESULTS, ROOT) if args.keep else (Path(args.out).resolve(), Path(args.out).resolve())
+    if not args.keep and to in (ROOT, RESULTS, ROOT / "bench"):
+        parser.error("--out {}: the committed pictures and records are there: give another folder, or --keep "
+                     "to replace them".format(args.out))
+    chosen = {"timelines": [s for s in ORDER if not args.servers or s in args.servers],
+              "stall": [s for s in STALL_SERVERS if not args.servers or s in args.servers]}
+    parts = [part for part in parts if chosen[part] or log("--part {}: none of its servers was named ({})".format(
+        part, ", ".join(ORDER if part == "timelines" else STALL_SERVERS)))]
+    if not parts:
+        return 2
+    to.mkdir(parents=True, exist_ok=True)
     work, how = (args.work, {"work": args.work, "how": "given with --work"}) if args.work is not None else calibrate()
     if "timelines" in parts:
-        timelines([s for s in ORDER if not args.servers or s in args.servers], work, how)
+        timelines(chosen["timelines"], work, how, results)
     if "stall" in parts:
-        stall([s for s in STALL_SERVERS if not args.servers or s in args.servers], work, how)
+        stall(chosen["stall"], work, how, results)
     if not args.no_draw:
-        draw_pictures(ROOT, parts)
+        for path in draw_pictures(to, parts, results):
+            log("drawn: {}".format(path))
     return 0
 
 

@@ -259,7 +259,8 @@ def test_the_stall_picture_shades_the_stall_and_says_who_waited(tmp_path):
     assert panels(svg) == ["echo_select.py"]
     texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
     assert "the others' longest wait for an echo: 1,000 ms" in texts, texts
-    assert "the kernel took 8 MiB of it" in texts and " MB" not in texts  # whole MiB: its pieces are 1 MiB
+    assert "send() had taken 8 MiB" in texts and " MB" not in texts  # whole MiB: its pieces are 1 MiB
+    assert "the kernel took" not in texts  # what send() took is the buffers on both sides and the server's own
     assert "until 1 s after its sender blocked" in texts
     assert draw.STALLED in svg
 
@@ -284,3 +285,121 @@ def test_the_stall_is_shaded_from_the_senders_block_and_the_caption_says_when_it
         (round(x(0.9), 1), round(x(1.9) - x(0.9), 1))]
     texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
     assert "At 0.45 s, one more connection" in texts, texts
+
+
+def test_a_wait_of_a_tenth_of_a_second_between_echoes_is_drawn_as_waiting_and_dense_echoes_as_a_bar(tmp_path):
+    """The stall picture carries the wait: a connection's served span breaks where no echo came for WAITED_S or
+    more (grey there, as before its first echo), so rows frozen through the stall are grey under the shade; and
+    echoes too close to draw apart are not ticked (they would merge into a bar darker than the key's "served")."""
+    frozen = trace_line(0, 0.0, [0.005 * i for i in range(1, 200)] + [2.0 + 0.005 * i for i in range(200)])
+    assert draw.served_spans(frozen) == [(0.005, 0.995), (2.0, 2.995)]
+    assert draw.served_spans(trace_line(0, 0.0, [0.05 * i for i in range(1, 20)])) == [(0.05, 0.95)]
+    svg = draw.timelines_svg("t", [("echo_select.py", "", [frozen])], ["c"])
+    panel = next(g for g in ET.fromstring(svg).iter(SVG + "g") if g.get("class") == "panel")
+    assert [r.get("fill") for r in panel.iter(SVG + "rect")].count(draw.SERVED) == 2
+    assert not [p for p in panel.iter(SVG + "path") if p.get("stroke") == draw.ECHO], "400 echoes in 300 px: no tick"
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+    assert "0.1 s or more without one" in texts and "too close here to draw one by one" in texts
+    assert "an echo" not in texts.replace("an echo, a send", "")
+
+
+def test_the_stall_caption_gives_what_send_took_from_the_traces_and_what_echo_selectors_holds_from_its_code():
+    """Issue 50, sentence 11: the MiB the stalled client's send() took before it blocked is each kept trace's
+    taken_before_blocking, and the 1 MiB echo_selectors.py holds itself is its MAX_BUFFER."""
+    import ast
+    folder = ROOT / "bench" / "results" / "stall"
+    meta = json.loads((folder / "meta.json").read_text())
+    taken = [round(json.loads(line)["taken_before_blocking"] / (1 << 20), 1) for server in meta["servers"]
+             for line in (folder / server["trace"]).read_text().splitlines()[1:] if '"who"' in line]
+    texts = " ".join(" ".join("".join(t.itertext()) for t in ET.fromstring(draw.kept_timelines(folder)).iter(
+        SVG + "text")).split())
+    assert "send() had taken {} MiB".format(draw.span_text(taken, "{:g}")) in texts, texts
+    source = ast.parse((ROOT / "echo_selectors.py").read_text())
+    value = next(node.value for node in source.body if isinstance(node, ast.Assign)
+                 and getattr(node.targets[0], "id", None) == "MAX_BUFFER")
+    assert eval(compile(ast.Expression(value), "MAX_BUFFER", "eval")) == draw.SELECTORS_HOLDS
+    assert "while {:g} MiB waits to go back to it".format(draw.SELECTORS_HOLDS / (1 << 20)) in texts
+
+
+def waves(starts, workers=4):
+    """Connections of a --workers server, each first echoed at its time in starts."""
+    return [trace_line(k, 0.0, [t + 0.001 * i for i in range(5)]) for k, t in enumerate(starts)]
+
+
+def test_the_caption_says_whether_a_pools_waves_stand_apart():
+    """Issue 50, sentence 3: waves of 4 that stand apart are said so; a pool whose later connections start one or
+    two at a time as workers free is said so, with when each started."""
+    apart = draw.waves_text("echo_prefork.py", 4, waves([0.003, 0.003, 0.004, 0.005, 0.041, 0.043, 0.043, 0.047,
+                                                         0.081, 0.082, 0.084, 0.095]))
+    assert apart == "echo_prefork.py's in waves of 4 that stand apart (starting at 0.003, 0.041 and 0.081 s)"
+    freed = draw.waves_text("echo_prethread.py", 4, waves([0.002, 0.003, 0.005, 0.007, 0.072, 0.073, 0.104, 0.104,
+                                                           0.123, 0.165, 0.173, 0.183]))
+    assert freed.startswith("echo_prethread.py's first 4 together (by 0.007 s), then the rest one or two at a time "
+                            "as workers freed (at 0.072, 0.073, 0.104, 0.104, 0.123, 0.165, 0.173 and 0.183 s")
+
+
+def test_the_kept_timelines_caption_says_how_prefork_and_prethread_started_their_connections_as_the_traces_do():
+    """What the committed timelines.svg says of the two pools is what their kept traces give."""
+    folder = ROOT / "bench" / "results" / "timelines"
+    texts = " ".join(" ".join("".join(t.itertext()) for t in ET.fromstring(draw.kept_timelines(folder)).iter(
+        SVG + "text")).split())
+    for server in ("echo_prefork.py", "echo_prethread.py"):
+        _, connections = draw.read_trace(folder / (server[:-3] + ".jsonl"))
+        assert draw.waves_text(server, 4, connections) in texts
+    assert "so that their waves show" not in texts
+
+
+def two_workers(gap):
+    """12 connections of 2 client worker processes, 6 each (client C in worker C mod 2): the second process's
+    first served gap seconds after the first's, each served 1 ms after the one before."""
+    lines = []
+    for k in range(12):
+        worker, place = k % 2, k // 2
+        start = 0.002 + place * 0.001 + (gap if worker else 0)
+        lines.append(dict(trace_line(k, 0.0005 if worker else 0.0002, [start + 0.012 * i for i in range(20)]),
+                          worker=worker))
+    return lines
+
+
+def test_the_caption_says_where_the_rows_start_in_groups_one_per_client_worker_process():
+    """The groups of six rows in timelines.svg are client.py's two worker processes: said where the traces show
+    them (the groups one after another, far apart), not where they mixed."""
+    assert draw.worker_groups(two_workers(0.02)) and draw.worker_groups(two_workers(0.0)) is None
+    sentence = draw.groups_text([("echo_select.py", "", two_workers(0.02)), ("echo_fork.py", "", two_workers(0.0))])
+    assert sentence.startswith("client.py ran the clients in 2 worker processes") and "In echo_select.py the rows " \
+        "start in groups of 6, one per process" in sentence and "echo_fork.py" not in sentence, sentence
+    assert "0.3 ms apart" in sentence and "the next 20 ms after" in sentence
+    one = [dict(c, worker=0) for c in two_workers(0.02)]
+    assert draw.groups_text([("echo_select.py", "", one)]) is None
+
+
+def test_a_caption_speaks_only_of_the_servers_drawn(tmp_path):
+    """Traces of a few servers (bench/timelines.py --out DIR echo_select.py echo_prefork.py): no word of the servers
+    not drawn, nor of their flags, and a title that names what is there."""
+    folder = kept(tmp_path / "mine", ["echo_select.py", "echo_prefork.py"], interleaved)
+    meta = json.loads((folder / "meta.json").read_text())
+    meta["servers"][1]["flags"] = ["--workers", "4"]
+    (folder / "meta.json").write_text(json.dumps(meta))
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(draw.kept_timelines(folder)).iter(SVG + "text"))
+    assert "Who is served when: echo_prefork.py and echo_select.py under one small load" in texts
+    for absent in ("echo_simple.py", "--backlog", "echo_prethread.py", "every server"):
+        assert absent not in texts, absent
+    assert "echo_prefork.py ran with --workers 4" in texts
+
+
+def test_draw_draws_one_client_trace_file_as_a_timeline(tmp_path):
+    """`bench/draw.py my.jsonl --svg x.svg` on a client.py --trace file (it failed with 'Extra data'): a panel, a
+    row per connection, a caption from its run line; from stdin too; --markdown of a trace is one line."""
+    trace = write_trace(tmp_path / "my.jsonl", interleaved())
+    for args, stdin in (([str(trace)], None), (["-"], trace.read_text())):
+        out = tmp_path / "x.svg"
+        drawn = draw_command(*args, "--svg", str(out), stdin=stdin)
+        assert drawn.returncode == 0 and not drawn.stderr, drawn.stderr
+        root = ET.parse(str(out)).getroot()
+        assert panels(out.read_text()) == ["127.0.0.1:7777"]
+        texts = " ".join("".join(t.itertext()) for t in root.iter(SVG + "text"))
+        assert "client.py --trace against 127.0.0.1:7777" in texts and "3 connections" in texts
+        out.unlink()
+    refused = draw_command(str(trace), "--markdown", str(tmp_path / "x.md"))
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--svg" in refused.stderr
+    assert not (tmp_path / "x.md").exists()

@@ -3,10 +3,12 @@
 against two servers whose shape is known, and the stalled client it drives beside client.py."""
 import json
 import socket
+import subprocess
+import sys
 
 import pytest
 
-from helpers import client, recv_exactly
+from helpers import ROOT, client, recv_exactly
 
 import draw  # bench/, which helpers put on the path
 import timelines
@@ -63,3 +65,52 @@ def test_the_stalled_client_fills_the_buffers_reads_nothing_then_its_whole_echo(
     with socket.create_connection(("127.0.0.1", server.port), timeout=5) as after:  # the server still serves
         after.sendall(b"ping")
         assert recv_exactly(after, 4) == b"ping"
+
+
+def timelines_command(*args, timeout=30):
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "timelines.py"), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def kept_state():
+    """The committed pictures and the kept traces, as bytes: what --out must leave alone."""
+    kept = [ROOT / name for name in timelines.PICTURES.values()] + sorted(
+        path for part in timelines.PICTURES for path in (ROOT / "bench" / "results" / part).iterdir())
+    return {path: path.read_bytes() for path in kept}
+
+
+@pytest.mark.parametrize("args", [["echo_select.py"], ["--out", str(ROOT)], ["--out", str(ROOT / "bench" / "results")],
+                                  ["--out", "x", "--keep"]])
+def test_timelines_says_in_one_line_where_to_write_before_it_measures(args):
+    """Without --out DIR (the reader's own) or --keep (the committed pictures and kept traces), or with --out at
+    the committed ones, nothing is measured: one line that says how."""
+    result = timelines_command(*args)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.splitlines()[-1].count("--keep") == 1 and "--out" in result.stderr, result.stderr
+    assert not (ROOT / "x").exists()
+
+
+@pytest.mark.slow
+def test_your_own_timeline_is_drawn_where_you_say_and_the_committed_ones_are_left_alone(tmp_path):
+    """`python3 bench/timelines.py --out DIR echo_select.py echo_prefork.py`: the traces kept in DIR, the two
+    pictures drawn there from them, each of the servers named and no other, its caption speaking only of them;
+    timelines.svg, stall.svg and bench/results/ as they were."""
+    import xml.etree.ElementTree as ET
+    before = kept_state()
+    result = timelines_command("--out", str(tmp_path / "mine"), "--work", "20000", "echo_select.py",
+                               "echo_prefork.py", timeout=240)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    assert kept_state() == before, "the committed pictures and the kept traces were touched"
+    mine = tmp_path / "mine"
+    assert sorted(p.name for p in (mine / "timelines").iterdir()) == ["echo_prefork.jsonl", "echo_select.jsonl",
+                                                                      "meta.json"]
+    assert sorted(p.name for p in (mine / "stall").iterdir()) == ["echo_select.jsonl", "meta.json"]
+    assert "drawn: {}".format(mine / "timelines.svg") in result.stderr
+    svg = (mine / "timelines.svg").read_text()
+    assert svg == draw.kept_timelines(mine / "timelines")
+    drawn = [g.get("data-server") for g in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}g")
+             if g.get("class") == "panel"]
+    assert drawn == ["echo_select.py", "echo_prefork.py --workers 4"]
+    texts = " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"))
+    assert "echo_simple.py" not in texts and "echo_prethread.py" not in texts and "--backlog" not in texts
+    assert (mine / "stall.svg").read_text() == draw.kept_timelines(mine / "stall")
