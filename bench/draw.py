@@ -126,18 +126,25 @@ def sweeps_markdown(sweeps):
 
 BAR, BAR_GAP, BAR_W = 16, 4, 460  # the closed-loop bars
 # The sweeps' small multiples: a row per server, a column per figure, every panel this size.
-CELL_W, CELL_H, CELL_GAP, ROW_GAP, GRID_TOP = 220, 56, 62, 16, 126
+CELL_W, CELL_H, CELL_GAP, ROW_GAP, GRID_TOP = 220, 56, 62, 16, 142
 LINE, KNEE = "#1f5fa8", "#d9480f"  # a server's lines; its knee
 
 
-def chart(tables, sweeps):
+def chart(tables, sweeps, machine=None, notes=()):
     """The --svg file: the bars of the closed-loop tables, the sweeps' small multiples (a row of panels per server:
-    its reply rate, response time and errors against the offered rate), or both stacked."""
+    its reply rate, response time and errors against the offered rate), or both stacked; under them a line that
+    names the machine (client.py's records keep it: "machine"), then each of notes."""
     figures = ([bars_svg(tables)] if tables else []) + ([sweep_svg(sweeps)] if sweeps else [])
     parts, y = [], 0
     for _, height, figure in figures:
         parts += ['<g transform="translate(0,{})">'.format(y), *figure, "</g>"]
         y += height
+    width = max(f[0] for f in figures)
+    said = ["Measured on {}.".format(machine) if machine else "The machine is not named in these records."]
+    for line in [text for note in [*said, *notes] for text in wrapped(note, (width - 20) / 6.3)]:
+        parts.append(svg_text(10, y + 4, line, fill="#444"))
+        y += 16
+    y += 8
     return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
                       'font-family="sans-serif" font-size="12">'.format(max(f[0] for f in figures), y),
                       '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
@@ -226,7 +233,9 @@ def bars_svg(tables):
             "cheaper)", "messages per server CPU-second", "{:,.0f}") if all(
             r.msgs_per_server_cpu_s for r in table["rows"] if not r.failed) else (
             "msgs_per_s", "messages/s (median of the measured runs; longer is faster)", "messages/s", "{:,.0f}")
-        x = Scale(0, nice_ceiling(max([getattr(r, key) or 0 for r in table["rows"]] + [1e-9])), left, BAR_W)
+        reach = lambda r: (getattr(r, key) or 0) * (1 + (r.msgs_per_server_cpu_spread or 0 if key ==
+                                                         "msgs_per_server_cpu_s" else 0))  # a whisker's end too
+        x = Scale(0, nice_ceiling(max([reach(r) for r in table["rows"]] + [1e-9])), left, BAR_W)
         parts.append(svg_text(10, y + 14, "{}: {}".format(table["scenario"], label), font_weight="bold"))
         y += 22
         best = (lambda v: v) if key == "echo_phase_s" else (lambda v: -v)  # the best bar first
@@ -236,12 +245,27 @@ def bars_svg(tables):
             if r.failed or getattr(r, key) is None:
                 parts.append(svg_text(left, y + 12, "failed", fill="#a00"))
             else:
-                length = max(1, round(x(getattr(r, key)) - left))
-                parts += ['<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR),
-                          svg_text(left + length + 4, y + 12, spec.format(getattr(r, key)))]
+                value, spread = getattr(r, key), r.msgs_per_server_cpu_spread if key == "msgs_per_server_cpu_s" else None
+                length = max(1, round(x(value) - left))
+                parts.append('<rect x="{}" y="{}" width="{}" height="{}" fill="#3b7dd8"/>'.format(left, y, length, BAR))
+                end = left + length
+                if spread:  # half the measured runs' range, either side of the median
+                    low, high = x(value * (1 - spread)), x(value * (1 + spread))
+                    parts.append('<path d="M{0:.1f} {1}v{3}M{0:.1f} {2}H{4:.1f}M{4:.1f} {1}v{3}" stroke="#1b3f73" '
+                                 'stroke-width="1.2"/>'.format(low, y + 3, y + BAR / 2, BAR - 6, high))
+                    end = max(end, high)
+                parts.append(svg_text(end + 4, y + 12, spec.format(value) + (" ±{:.0%}".format(spread) if spread
+                                                                             else "")))
             y += BAR + BAR_GAP
         parts += x_axis(x, y, unit, count=5)
         y += 48
+        if key == "msgs_per_server_cpu_s":
+            runs = any(r.msgs_per_server_cpu_spread for r in table["rows"])
+            parts.append(svg_text(10, y + 6, "Whiskers: half the range of the measured runs, either side of the "
+                                  "median (client.py's msgs_per_server_cpu_spread)." if runs else "No spread drawn: "
+                                  "these records keep no msgs_per_server_cpu_spread (one run, or measured before "
+                                  "client.py kept it).", fill="#444"))
+            y += 26
     return left + BAR_W + 120, y, parts
 
 
@@ -260,7 +284,9 @@ def sweep_svg(sweeps):
                       font_weight="bold"),
              svg_text(10, 42, "A row per server, the highest knee first; the panels of a column share their scales. "
                               "Ringed, with a dotted upright line: the knee,", fill="#444"),
-             svg_text(10, 58, knee_rule_text_short(), fill="#444")]
+             svg_text(10, 58, knee_rule_text_short(), fill="#444"),
+             svg_text(10, 74, "Under each name: its knee (and the lower rates whose steps missed the rule), and its "
+                              "server CPU a connection there, set-up and close with one exchange.", fill="#444")]
     for x, (title, note, _, _, _) in zip(xs, columns):
         parts += [svg_text(x.start, GRID_TOP - 50, title, font_weight="bold"),
                   svg_text(x.start, GRID_TOP - 36, note, fill="#444", font_size=11),
@@ -268,11 +294,17 @@ def sweep_svg(sweeps):
     ranked = [s for _, s, _ in client.ranked_knees(sweeps)]
     for row, sweep in enumerate(ranked):
         top = GRID_TOP + row * (CELL_H + ROW_GAP)
+        missed = missed_below_knee(sweep)
         said = "failed" if sweep["failed"] and not sweep["steps"] else "no knee" if sweep["knee"] is None else \
-            "knee " + client.knee_text(sweep, "/s")
-        parts += [svg_text(names, top + CELL_H / 2 - 2, sweep["server"], text_anchor="end", font_weight="bold"),
-                  svg_text(names, top + CELL_H / 2 + 13, said, text_anchor="end", fill="#555")]
+            "knee " + client.knee_text(sweep, "/s") + (" ({} missed)".format(", ".join(
+                "{:,.0f}".format(rate) for rate in missed)) if missed else "")
         knee_step = next((s for s in sweep["steps"] if s.offered_rate == sweep["knee"]), None)
+        cost = knee_step and knee_step.server_cpu_s and knee_step.connections and \
+            "{:,.0f} µs CPU a connection".format(1e6 * knee_step.server_cpu_s / knee_step.connections)
+        parts += [svg_text(names, top + CELL_H / 2 - 8, sweep["server"], text_anchor="end", font_weight="bold"),
+                  svg_text(names, top + CELL_H / 2 + 7, said, text_anchor="end", fill="#555")]
+        if cost:
+            parts.append(svg_text(names, top + CELL_H / 2 + 21, cost, text_anchor="end", fill="#555", font_size=11))
         for n, (x, (_, _, y_range, log, figures)) in enumerate(zip(xs, columns)):
             y = Scale(*y_range, top + CELL_H, -CELL_H, log=log)
             ticks = [(v, label) for v, label in y.ticks(3)]
@@ -300,6 +332,17 @@ def sweep_svg(sweeps):
     for x in xs:
         parts += x_axis(x, bottom, "offered rate (connections/s)", count=4)
     return xs[-1].start + CELL_W + 20, bottom + 48, parts
+
+
+def missed_below_knee(sweep):
+    """The offered rates under a sweep's knee whose steps did not meet its rule (the sweep's knee_rule, as kept): a
+    knee above them is the highest step that passed, not the first to fail."""
+    rule = sweep.get("knee_rule")
+    if not rule or not sweep["knee"]:
+        return []
+    return [step.offered_rate for step in sweep["steps"] if step.offered_rate < sweep["knee"] and not (
+        step.kept_schedule and step.connections and step.errors <= rule["max_errors"] and step.p99_ms is not None
+        and step.p99_ms <= rule["max_p99_ms"] and step.reply_rate >= rule["min_reply_ratio"] * step.offered_rate)]
 
 
 def knee_rule_text_short():
@@ -750,7 +793,7 @@ def main(argv=None):
     if args.markdown:
         Path(args.markdown).write_text(markdown(results) + "\n")
     if args.svg:
-        Path(args.svg).write_text(chart(results["tables"], results["sweeps"]))
+        Path(args.svg).write_text(chart(results["tables"], results["sweeps"], results.get("machine")))
     return 0
 
 

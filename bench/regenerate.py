@@ -783,6 +783,25 @@ def n_text(value):
     return "-" if value is None else "{:,.0f}".format(value)
 
 
+def measured_on(name, meta):
+    """A chart's line on where a part was measured: its record's machine, when, and its command."""
+    part = meta["parts"].get(name, {})
+    return "{}, {}, by {}".format((load(name) or {}).get("machine") or meta.get("machine"), part.get("when", "-"),
+                                  (part.get("commands") or ["-"])[0])
+
+
+def spread_note():
+    """results.svg's line on how far single runs of its load moved (the spread part), as its own records keep
+    no spread."""
+    msgs, cpu = spread_moves()
+    if not cpu:
+        return "How far single runs move was not measured in this run."
+    return "Single runs of this load moved so (the spread part, {} runs, the fastest over the slowest): messages " \
+        "per server CPU-second {}, msgs/s {} ({}).".format(len(load("spread") or []), listing(
+            "{:.2f}x".format(cpu[s]) for s in sorted(cpu)), listing("{:.2f}x".format(msgs[s]) for s in sorted(cpu)),
+            listing(sorted(cpu)))
+
+
 def render(to):
     """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, and
     timelines.svg and stall.svg from the traces kept there (bench/timelines.py's)."""
@@ -799,10 +818,11 @@ def render(to):
              "[RESULTS.md](RESULTS.md#open-loop-the-connection-rate) summarizes, from the same run ({}). {}.".format(
                  meta["parts"].get("openloop", {}).get("when", v["when"]), client.knee_rule_text().capitalize()),
              ""] + lines[first:]).rstrip() + "\n")
-        (to / "openloop.svg").write_text(draw.chart([], sweep_list))
+        (to / "openloop.svg").write_text(draw.chart([], sweep_list, measured_on("openloop", meta)))
     article = tables("article")
     if article:
-        (to / "results.svg").write_text(draw.chart(list(article.values()), []))
+        (to / "results.svg").write_text(draw.chart(list(article.values()), [], measured_on("article", meta),
+                                                   [spread_note()]))
     timelines.draw_pictures(to)  # timelines.svg and stall.svg, from bench/timelines.py's traces where they are kept
 
 

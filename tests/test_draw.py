@@ -403,3 +403,59 @@ def test_draw_draws_one_client_trace_file_as_a_timeline(tmp_path):
     refused = draw_command(str(trace), "--markdown", str(tmp_path / "x.md"))
     assert refused.returncode == 2 and refused.stderr.count("\n") == 1 and "--svg" in refused.stderr
     assert not (tmp_path / "x.md").exists()
+
+
+def texts_of(svg):
+    return " ".join(" ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text")).split())
+
+
+def test_the_bars_draw_the_runs_spread_where_the_records_keep_it_and_say_so_where_not(client_module):
+    """results.svg: a whisker of half the measured runs' range either side of the median, and its share after the
+    figure, where a row has msgs_per_server_cpu_spread; a line that says none is drawn where no row has one."""
+    c = client_module
+    rows = [c.Run(server="echo_epoll.py", msgs_per_s=900.0, msgs_per_server_cpu_s=1000.0,
+                  msgs_per_server_cpu_spread=0.1),
+            c.Run(server="echo_select.py", msgs_per_s=800.0, msgs_per_server_cpu_s=800.0)]
+    table = {"scenario": "article-100", "workload": c.Workload(), "server_work": 0, "rows": rows}
+    svg = draw.chart([table], [], "Some CPU, 2 cores, Python 3.11.7, Linux")
+    assert "1,000 ±10%" in texts_of(svg) and "800" in texts_of(svg) and "Whiskers: half the range" in texts_of(svg)
+    whiskers = [p for p in ET.fromstring(svg).iter(SVG + "path") if p.get("stroke") == "#1b3f73"]
+    assert len(whiskers) == 1
+    assert "Measured on Some CPU, 2 cores, Python 3.11.7, Linux." in texts_of(svg)
+    table["rows"] = [c.Run(server="echo_epoll.py", msgs_per_s=900.0, msgs_per_server_cpu_s=1000.0)]
+    bare = draw.chart([table], [])
+    assert "No spread drawn" in texts_of(bare) and "machine is not named" in texts_of(bare)
+
+
+def test_results_svg_names_its_machine_and_what_single_runs_moved_from_the_records():
+    """The committed results.svg: the machine and command of its record, and how far the spread part's single runs
+    moved (its own record keeps no spread)."""
+    import regenerate
+    texts = texts_of((ROOT / "results.svg").read_text())
+    meta = json.loads((ROOT / "bench" / "results" / "meta.json").read_text())
+    article = json.loads((ROOT / "bench" / "results" / "article.json").read_text())
+    assert "Measured on {}, {}, by {}".format(article["machine"], meta["parts"]["article"]["when"],
+                                              meta["parts"]["article"]["commands"][0]) in texts
+    _, cpu = regenerate.spread_moves()
+    assert all("{:.2f}x".format(moved) in texts for moved in cpu.values()) and cpu
+
+
+def test_the_sweeps_say_each_knees_server_cpu_a_connection_and_the_lower_steps_that_missed(client_module):
+    """openloop.svg: under a server's name, its knee, the rates below it whose steps missed the rule (the knee is
+    the highest that met it), and its server CPU a connection at the knee."""
+    c = client_module
+    rule = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
+
+    def step(rate, replies, p99, cpu):
+        return c.Step(offered_rate=rate, reply_rate=replies, p99_ms=p99, errors=0, kept_schedule=True,
+                      connections=int(rate), server_cpu_s=cpu, client_ports_exhausted=0,
+                      client_descriptors_exhausted=0)
+    sweep = {"scenario": "pingpong-sweep", "server": "echo_asyncio.py", "knee": 3000, "knee_at_top": False,
+             "failed": None, "client_limited": False, "stopped_early": True, "rates": [1000, 2000, 3000, 4000],
+             "workload": c.Workload(duration=1.0), "knee_rule": rule,
+             "steps": [step(1000, 1000, 2, 0.1), step(2000, 900, 1000, 0.2), step(3000, 2990, 3, 0.15),
+                       step(4000, 1000, 1000, 0.3)]}
+    assert draw.missed_below_knee(sweep) == [2000]
+    texts = texts_of(draw.chart([], [sweep]))
+    assert "knee 3,000/s (2,000 missed)" in texts and "50 µs CPU a connection" in texts, texts
+    assert draw.missed_below_knee(dict(sweep, knee=None)) == []
