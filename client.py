@@ -162,8 +162,8 @@ class Rates(NamedTuple):
 # --workers, as given or as its --help says by default (asked of the server: see workers_of()).
 LIMITS = {
     "echo_simple.py": "it serves one client at a time",
-    "echo_select.py": "select() cannot watch descriptors past 1024",
-    "echo_select_pool.py": "select() cannot watch descriptors past 1024",
+    "echo_select.py": "select() watches descriptors below 1024 only",
+    "echo_select_pool.py": "select() watches descriptors below 1024 only",
     "echo_prefork.py": "{workers} workers serve {workers} clients at a time",
     "echo_prethread.py": "{workers} threads serve {workers} clients at a time",
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",

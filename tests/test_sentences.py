@@ -1,0 +1,150 @@
+# SPDX-License-Identifier: 0BSD
+"""Sentences of the documents that state a number or a default of the code, the records or the
+article: each read from there, so that the sentence fails here when its source changes. Nothing is
+started (one listening socket of this process's own, for the kernel's listen queue)."""
+import json
+import re
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE = next((ROOT.parent / "shared" / "article").glob("*.txt"), None) if (
+    ROOT.parent / "shared" / "article").is_dir() else None
+WORDS = dict(enumerate("zero one two three four five six seven eight nine ten".split()))
+
+
+def text(name):
+    return " ".join((ROOT / name).read_text(encoding="utf-8").split())
+
+
+def constant(script, name):
+    """A server's constant, as its line `NAME = value` sets it."""
+    return int(re.search(r"^{} = (\d+)".format(name), (ROOT / script).read_text(), re.M).group(1))
+
+
+def records(name):
+    return json.loads((ROOT / "bench" / "results" / name).read_text())
+
+
+def test_the_backlog_sentences_give_each_servers_default():
+    backlogs = {path.name: constant(path.name, "BACKLOG") for path in ROOT.glob("echo_*.py")}
+    first = backlogs.pop("echo_simple.py")
+    (rest,) = set(backlogs.values())
+    assert "`--backlog N` (the article's {}; echo_simple.py's {})".format(rest, first) in text("README.md")
+    assert "`--backlog N`（記事と同じ {}。echo_simple.py は {}）".format(rest, first) in text("README.ja.md")
+    assert "`--backlog` long (the article's {}, and {} in echo_simple.py;".format(rest, first) in \
+        text("bench/RESULTS.template.md")
+    assert "by default the article's {} (echo_simple.py: {})".format(rest, first) in text("DEVELOPMENT.md")
+    if ARTICLE:  # the article's: listen(5) in its first server, listen(256) in every other
+        listens = [int(n) for n in re.findall(r"listen\((\d+)\)", ARTICLE.read_text(encoding="utf-8"))]
+        assert listens[0] == first and set(listens[1:]) == {rest}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's listen queue")
+def test_linux_queues_one_client_more_than_the_backlog():
+    """echo_simple.py's comment on its backlog: Linux completes backlog + 1 connects that nobody accepts."""
+    backlog = constant("echo_simple.py", "BACKLOG")
+    assert "BACKLOG = {}  # the article's backlog: Linux queues {} clients while one is served".format(
+        backlog, WORDS[backlog + 1]) in (ROOT / "echo_simple.py").read_text()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(backlog)
+        clients = [socket.socket() for _ in range(backlog + 3)]
+        try:
+            for c in clients:
+                c.setblocking(False)
+                c.connect_ex(listener.getsockname())
+            deadline = time.monotonic() + 2.0
+            connected = set()
+            while time.monotonic() < deadline:  # a connect the queue took is writable at once; the others wait
+                _, writable, _ = select.select([], [c for c in clients if c not in connected], [], 0.2)
+                connected |= {c for c in writable if not c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)}
+                if len(connected) > backlog + 1 or not writable:
+                    break
+            assert len(connected) == backlog + 1
+        finally:
+            for c in clients:
+                c.close()
+
+
+def test_select_refuses_descriptor_fd_setsize_itself_and_the_sentences_say_so():
+    """FD_SETSIZE is the first descriptor select() cannot watch: every sentence names the descriptors below it."""
+    fd_setsize = int(re.search(r"^FD_SETSIZE, MAX_CLIENTS = \((\d+),", (ROOT / "echo_select.py").read_text(),
+                               re.M).group(1))
+    below = "select() watches descriptors below {} only".format(fd_setsize)
+    sys.path.insert(0, str(ROOT))
+    import client
+    assert client.LIMITS["echo_select.py"] == client.LIMITS["echo_select_pool.py"] == below
+    failed = {r["server"]: r["failed"] for t in records("c10k.json")["tables"] for r in t["rows"] if r["failed"]}
+    assert failed["echo_select.py"].endswith(below) and failed["echo_select_pool.py"].endswith(below)
+    assert "descriptors below {} only |".format(fd_setsize) in text("README.md")
+    assert "扱えるディスクリプタは {} 未満だけ |".format(fd_setsize) in text("README.ja.md")
+    for script in ("echo_select.py", "echo_select_pool.py"):
+        assert 'Refused: select() watches {} descriptors at most"' in (ROOT / script).read_text()
+        assert re.search(r"descriptors? (?:from )?FD_SETSIZE \({}\) (?:or above|up)".format(fd_setsize),
+                         text(script)), script
+
+
+def test_the_c10k_sentence_names_the_limit_of_every_server_that_failed():
+    """README's 'N servers pass; the others fail at their limit (...)': N is the c10k record's, and each server
+    that failed c10k, or c1k and was not run at c10k, has its pattern's limit named."""
+    c10k = records("c10k.json")["tables"][0]["rows"]
+    (c1k,) = [t["rows"] for t in records("cstar.json")["tables"] if t["scenario"] == "c1k"]
+    passed = [r["server"] for r in c10k if not r["failed"]]
+    failed = {r["server"].split()[0] for r in c10k + c1k if r["failed"]}
+    named = {"echo_simple.py": ("one at a time", "一度に 1 クライアント"),
+             "echo_select.py": ("descriptor 1024", "ディスクリプタ 1024"),
+             "echo_select_pool.py": ("descriptor 1024", "ディスクリプタ 1024"),
+             "echo_prefork.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
+             "echo_prethread.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
+             "echo_fork.py": ("a fork or thread each", "クライアントごとの fork やスレッド"),
+             "echo_thread.py": ("a fork or thread each", "クライアントごとの fork やスレッド")}
+    assert failed == set(named), "a server failed that the sentence does not name, or one passed that it does"
+    english = re.search(r"At c10k, (\d+) servers pass with zero errors; the others fail at their limit \(([^)]*)\)",
+                        text("README.md"))
+    japanese = re.search(r"c10k では (\d+) 個のサーバーがエラーなしで通り、残りはそれぞれの限界（([^）]*)）で失敗します",
+                         text("README.ja.md"))
+    assert int(english.group(1)) == int(japanese.group(1)) == len(passed)
+    for server, (words, words_ja) in named.items():
+        assert words in english.group(2) and words_ja in japanese.group(2), server
+    assert constant("echo_prefork.py", "WORKERS") == 10 and constant("echo_prethread.py", "WORKERS") == 40
+
+
+def test_prefork_serves_its_workers_clients_at_once():
+    """Question 3: as many clients at once as echo_prefork.py has workers by default, one waiting in accept()."""
+    workers = WORDS[constant("echo_prefork.py", "WORKERS")]
+    assert "{} workers serve {} clients at once".format(workers.title(), workers) in text("README.md")
+    assert "{} processes share the listening socket, one free process at a time waiting in `accept()` under a " \
+           "lock".format(workers.title()) in text("bench/RESULTS.template.md")
+    assert "fcntl.lockf(lock_file, fcntl.LOCK_EX)" in (ROOT / "echo_prefork.py").read_text()
+
+
+def test_echo_selectors_tls_sets_tcp_nodelay_as_client_md_says():
+    code = (ROOT / "echo_selectors_tls.py").read_text()
+    assert "server_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)" in code
+    assert "echo_selectors_tls.py sets TCP_NODELAY" in text("CLIENT.md")
+    assert "does not set TCP_NODELAY" not in text("CLIENT.md")
+
+
+@pytest.mark.skipif(ARTICLE is None, reason="the article's text is not beside the pack")
+def test_the_sentences_about_the_articles_code_are_its():
+    article = ARTICLE.read_text(encoding="utf-8")
+    # Its asyncio server sent with sock_sendall(); every other server with send().
+    asyncio_server = article[article.index("import asyncio"):article.index("SEND_RECV_COUNT")]
+    assert "await loop.sock_sendall(sock, data)" in asyncio_server and ".send(" not in asyncio_server
+    assert "sock.send(data)" in article[:article.index("import asyncio")]
+    assert "| `sock.send(data)` in every server but asyncio's (`sock_sendall()`) |" in text("ERRATA.md")
+    # Its prefork lock file is unlinked as soon as it is opened.
+    assert re.search(r"open\('\./mprocess\.lock', 'w'\)\n\s*os\.unlink\('\./mprocess\.lock'\)", article)
+    assert "unlinked at once" in text("ERRATA.md")
+    # max_descriptor is commented out in its select server and live in its select + prethread one.
+    assert "# max_descriptor = 20" in article and "\n    max_descriptor = 20" in article
+    # Its tables timed connect() and close(): the loop that was to send messages is empty.
+    assert "range(SEND_RECV_COUNT, 1)" in article
+    assert "The article timed only `connect()` and `close()`." in text("README.md")
+    assert "Only connect and close were timed." in text("bench/RESULTS.template.md")
