@@ -39,6 +39,7 @@ import ssl
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 import threading
@@ -158,6 +159,9 @@ class Rates(NamedTuple):
     sweep: bool
 
 
+# Whether this interpreter, which runs the servers too, has the GIL on: False only on a free-threaded build
+# running without it (sys._is_gil_enabled(), 3.13+).
+GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 # What a pattern cannot do, in words: said beside a failed row, never used to skip a server. {workers}: its
 # --workers, as given or as its --help says by default (asked of the server: see workers_of()).
 LIMITS = {
@@ -167,7 +171,8 @@ LIMITS = {
     "echo_prefork.py": "{workers} workers serve {workers} clients at a time",
     "echo_prethread.py": "{workers} threads serve {workers} clients at a time",
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
-    "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
+    "echo_thread.py": "a thread per connection: thousands of threads take turns at the "
+                      + ("GIL" if GIL else "cores"),
 }
 
 
@@ -2014,10 +2019,13 @@ def cpu_model():
 
 
 def machine():
-    """The machine in words, as --all's output and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
-    Where there is no os.uname (Windows), platform asks WMI, which Wine lacks: Wine ends the process there."""
-    return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
-                                                platform.system() if hasattr(os, "uname") else "Windows")
+    """The machine in words, as --all's output and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux";
+    a free-threaded build says so, and whether the GIL was on ("Python 3.14.10, free-threaded, GIL off"), which
+    platform.python_version() cannot tell. Where there is no os.uname (Windows), platform asks WMI, which Wine
+    lacks: Wine ends the process there."""
+    build = ", free-threaded, GIL " + ("on" if GIL else "off") if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    return "{}, {} cores, Python {}{}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(), build,
+                                                  platform.system() if hasattr(os, "uname") else "Windows")
 
 
 # ---------------------------------------------------------------- what bench/ uses

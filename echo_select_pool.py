@@ -7,8 +7,9 @@ sender thread, not the select() loop and every other client.
 While a sender holds one of its chunks, a client leaves the read set: its bytes
 go back in order, and at most one chunk per client waits in memory.
 Trade-off: two thread hand-offs per chunk, and like echo_select.py it refuses
-descriptors from FD_SETSIZE (1024) up. On more cores it gets slower, not faster
-(the GIL passes between them): pin it to one.
+descriptors from FD_SETSIZE (1024) up. Under the GIL (any CPython but a
+free-threaded build) it gets slower on more cores, not faster, as the GIL
+passes between them: pin it to one.
 Run: python3 echo_select_pool.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_select.py.
 """

@@ -17,7 +17,7 @@ prefork's and prethread's first 4 connections start together, and the next ones 
 at different times (4 workers on 2 cores beside the client); the later waves stood apart (each wave's 4
 first echoes within half the time between two waves' starts) in 3 runs of 6 for prefork and 2 of 6 for
 prethread with 20 messages a connection, and the same with 40, so the shorter load stays. echo_thread.py's
-rows start apart, not together (its accepting thread waits its turn at the GIL behind the busy ones): the
+rows start apart, not together (with the GIL on, its accepting thread waits its turn behind the busy ones): the
 pattern's, not the load's.
 
 stall: on echo_select.py, echo_epoll.py, echo_select_pool.py, echo_selectors.py,

@@ -148,3 +148,74 @@ def test_the_sentences_about_the_articles_code_are_its():
     assert "range(SEND_RECV_COUNT, 1)" in article
     assert "The article timed only `connect()` and `close()`." in text("README.md")
     assert "Only connect and close were timed." in text("bench/RESULTS.template.md")
+
+
+FREE_THREADED_3_14 = """import sys, sysconfig
+sys.path.insert(0, {root!r})
+sys._is_gil_enabled = lambda: {gil}
+real = sysconfig.get_config_var
+sysconfig.get_config_var = lambda name: 1 if name == "Py_GIL_DISABLED" else real(name)
+import client
+print(client.machine())
+print(client.LIMITS["echo_thread.py"])
+"""
+
+
+@pytest.mark.parametrize("gil", [False, True])
+def test_a_free_threaded_build_is_named_with_its_gil(gil):
+    """client.machine(), which every record keeps, names a free-threaded build and whether its GIL was on; the
+    thread server's failed row blames the GIL only where there was one. (This interpreter made to look free-threaded:
+    .github/workflows/tests.yml's 3.14t job runs the suite on a real one.)"""
+    import platform
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", FREE_THREADED_3_14.format(root=str(ROOT), gil=gil)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    assert ", Python {}, free-threaded, GIL {}, ".format(platform.python_version(), "on" if gil else "off") in out[0]
+    assert out[1].endswith("take turns at the GIL") == gil
+
+
+def test_this_interpreter_is_named_as_it_is():
+    import sysconfig
+    sys.path.insert(0, str(ROOT))
+    import client
+    free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    assert ("free-threaded" in client.machine()) == free
+    assert client.LIMITS["echo_thread.py"].endswith("GIL") == client.GIL == getattr(sys, "_is_gil_enabled",
+                                                                                      lambda: True)()
+    sys.path.insert(0, str(ROOT / "bench"))
+    import python_versions
+    assert python_versions.gil_words(True, False) == ", free-threaded, GIL off"
+    assert python_versions.gil_words(True, True) == ", free-threaded, GIL on" and python_versions.gil_words(0, 1) == ""
+
+
+def test_results_explains_the_gil_only_where_the_records_had_one():
+    """RESULTS.md's convoy paragraph and the GIL switch of echo_threadpool.py are printed from records measured
+    under the GIL; a record of a free-threaded build without it gets neither."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import regenerate
+    template = (ROOT / "bench" / "RESULTS.template.md").read_text()
+    assert "{s16_gil}" in template and "{gil_switch}" in template and "The GIL lets one" not in template
+    assert regenerate.under_gil("AMD EPYC, 2 cores, Python 3.11.7, Linux") and regenerate.under_gil("3.12.3")
+    assert not regenerate.under_gil("AMD EPYC, 2 cores, Python 3.14.10, free-threaded, GIL off, Linux")
+    meta = json.loads((ROOT / "bench" / "results" / "meta.json").read_text())
+    assert regenerate.run_values(meta)["gil_switch"] == " and a GIL switch"
+    off = regenerate.run_values(dict(meta, machine="AMD EPYC, 2 cores, Python 3.14.10, free-threaded, GIL off, Linux"))
+    assert off["gil_switch"] == ""
+    assert regenerate.GIL_EXPLAINED in (ROOT / "RESULTS.md").read_text()  # the kept 16-core records: CPython 3.12.3
+
+
+def test_the_16_core_records_of_a_free_threaded_build_get_no_convoy(tmp_path, monkeypatch):
+    import shutil
+    sys.path.insert(0, str(ROOT / "bench"))
+    import regenerate
+    assert regenerate.scaling_values()["s16_gil"] == regenerate.GIL_EXPLAINED
+    folder = tmp_path / "scaling-16core"
+    shutil.copytree(regenerate.SCALING_16, folder)
+    first, *rest = (folder / "pass1.jsonl").read_text().splitlines()
+    head = json.loads(first)
+    head["machine"]["python"] = "3.14.10, free-threaded, GIL off"
+    (folder / "pass1.jsonl").write_text("\n".join([json.dumps(head)] + rest) + "\n")
+    monkeypatch.setattr(regenerate, "SCALING_16", folder)
+    said = regenerate.scaling_values()["s16_gil"]
+    assert said.startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between the cores")
+    assert "convoy" not in said
