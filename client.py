@@ -1165,11 +1165,14 @@ def text_lines(r):
 
 
 def as_dict(value):
-    """JSON for a record (the figures it carries) or a Workload (its fields)."""
+    """JSON for a record (the figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
     if isinstance(value, (Run, Step)):  # an --all row says which server, and whether it failed
         row = {"server": value.server, "failed": value.failed} if value.server else {}
         return dict(row, **{name: v for name, _, v in shown(value)})
-    return dataclasses.asdict(value)
+    fields = dataclasses.asdict(value)
+    if fields.get("cafile") and HERE in Path(fields["cafile"]).resolve().parents:  # no path of this machine kept
+        fields["cafile"] = Path(fields["cafile"]).resolve().relative_to(HERE).as_posix()
+    return fields
 
 
 # ---- combining the workers' figures into a record

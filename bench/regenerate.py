@@ -147,7 +147,9 @@ def measure(name):
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
         "changed": changed_files(),
         "failed": failed,
-        "commands": [shlex.join("python3" if word == sys.executable else word for word in c) for c in commands[:1]] + (
+        # No path of this machine: the interpreters as without_paths() writes them (the record says which they were).
+        "commands": [without_paths(shlex.join("python3" if word == sys.executable else word for word in c))
+                     for c in commands[:1]] + (
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

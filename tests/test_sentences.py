@@ -219,3 +219,37 @@ def test_the_16_core_records_of_a_free_threaded_build_get_no_convoy(tmp_path, mo
     said = regenerate.scaling_values()["s16_gil"]
     assert said.startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between the cores")
     assert "convoy" not in said
+
+
+MACHINE_PATH = re.compile(r"(?:/(?:root|home|var|usr|opt|tmp|work|srv|mnt)/|\.pyenv/|[A-Za-z]:\\\\)[^\s\"`]*")
+
+
+def test_no_kept_record_names_a_path_of_the_machine_that_measured():
+    """bench/results/ keeps versions and paths relative to the repository (the test certificate as
+    tests/tls/cert.pem, an interpreter as PATH beside its version), never where they lay on the machine."""
+    found = {str(path.relative_to(ROOT)): MACHINE_PATH.findall(re.sub(r"\A#!.*", "", path.read_text(errors="replace")))
+             for path in (ROOT / "bench" / "results").rglob("*") if path.is_file()}  # a script's #! line aside
+    assert not {name: paths for name, paths in found.items() if paths}
+
+
+def test_a_workload_names_the_test_certificate_relative_to_the_repository(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    import client
+    assert client.as_dict(client.Workload(tls=True, cafile=str(client.TEST_CERT)))["cafile"] == "tests/tls/cert.pem"
+    elsewhere = str(tmp_path / "ca.pem")  # a certificate of the user's own stays as given
+    assert client.as_dict(client.Workload(tls=True, cafile=elsewhere))["cafile"] == elsewhere
+    assert client.as_dict(client.Workload())["cafile"] is None
+    sys.path.insert(0, str(ROOT / "bench"))
+    from common import without_paths
+    assert without_paths("python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 "
+                         "--python 3.15=chroot:/var/cache/x:/usr/bin/python3.15") == \
+        "python3 bench/python_versions.py --python 3.11=PATH --python 3.15=chroot:ROOT:PATH"
+
+
+def test_the_developers_guide_speaks_of_the_pack():
+    """DEVELOPMENT.md names no file under /tmp that no script of the pack uses."""
+    scripts = "".join(path.read_text(errors="replace") for path in
+                      [*ROOT.glob("*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob(".ci/*")]
+                      if path.is_file())
+    named = re.findall(r"/tmp/[\w.-]+", text("DEVELOPMENT.md"))
+    assert all(name in scripts for name in named), named
