@@ -39,6 +39,7 @@ import ssl
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import textwrap
 import threading
@@ -158,16 +159,20 @@ class Rates(NamedTuple):
     sweep: bool
 
 
+# Whether this interpreter, which runs the servers too, has the GIL on: False only on a free-threaded build
+# running without it (sys._is_gil_enabled(), 3.13+).
+GIL = getattr(sys, "_is_gil_enabled", lambda: True)()
 # What a pattern cannot do, in words: said beside a failed row, never used to skip a server. {workers}: its
 # --workers, as given or as its --help says by default (asked of the server: see workers_of()).
 LIMITS = {
     "echo_simple.py": "it serves one client at a time",
-    "echo_select.py": "select() cannot watch descriptors past 1024",
-    "echo_select_pool.py": "select() cannot watch descriptors past 1024",
+    "echo_select.py": "select() watches descriptors below 1024 only",
+    "echo_select_pool.py": "select() watches descriptors below 1024 only",
     "echo_prefork.py": "{workers} workers serve {workers} clients at a time",
     "echo_prethread.py": "{workers} threads serve {workers} clients at a time",
     "echo_fork.py": "a process per connection: thousands of forks, about 1 MB each",
-    "echo_thread.py": "a thread per connection: thousands of threads take turns at the GIL",
+    "echo_thread.py": "a thread per connection: thousands of threads take turns at the "
+                      + ("GIL" if GIL else "cores"),
 }
 
 
@@ -1160,11 +1165,14 @@ def text_lines(r):
 
 
 def as_dict(value):
-    """JSON for a record (the figures it carries) or a Workload (its fields)."""
+    """JSON for a record (the figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
     if isinstance(value, (Run, Step)):  # an --all row says which server, and whether it failed
         row = {"server": value.server, "failed": value.failed} if value.server else {}
         return dict(row, **{name: v for name, _, v in shown(value)})
-    return dataclasses.asdict(value)
+    fields = dataclasses.asdict(value)
+    if fields.get("cafile") and HERE in Path(fields["cafile"]).resolve().parents:  # no path of this machine kept
+        fields["cafile"] = Path(fields["cafile"]).resolve().relative_to(HERE).as_posix()
+    return fields
 
 
 # ---- combining the workers' figures into a record
@@ -2014,10 +2022,13 @@ def cpu_model():
 
 
 def machine():
-    """The machine in words, as --all's output and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux".
-    Where there is no os.uname (Windows), platform asks WMI, which Wine lacks: Wine ends the process there."""
-    return "{}, {} cores, Python {}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(),
-                                                platform.system() if hasattr(os, "uname") else "Windows")
+    """The machine in words, as --all's output and RESULTS.md name it: "AMD EPYC, 2 cores, Python 3.11.7, Linux";
+    a free-threaded build says so, and whether the GIL was on ("Python 3.14.10, free-threaded, GIL off"), which
+    platform.python_version() cannot tell. Where there is no os.uname (Windows), platform asks WMI, which Wine
+    lacks: Wine ends the process there."""
+    build = ", free-threaded, GIL " + ("on" if GIL else "off") if sysconfig.get_config_var("Py_GIL_DISABLED") else ""
+    return "{}, {} cores, Python {}{}, {}".format(cpu_model(), os.cpu_count(), platform.python_version(), build,
+                                                  platform.system() if hasattr(os, "uname") else "Windows")
 
 
 # ---------------------------------------------------------------- what bench/ uses

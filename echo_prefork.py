@@ -489,7 +489,7 @@ def main():
         sys.exit("{}: needs os.fork() and fcntl, which this platform lacks; try echo_prethread.py".format(
             sys.argv[0]))
     server_sock = start_listening(args)
-    # The article made ./mprocess.lock in the working directory; a temporary file has no name to clash.
+    # The article made ./mprocess.lock in the working directory (read-only: an error); this one needs no name.
     lock_file = tempfile.TemporaryFile()
     # The socket already listens: connections wait in its backlog until a worker takes them.
     log("Ready For Accept")

@@ -6,8 +6,9 @@ accept() under a shared lock and then serves its client with the blocking
 loop of echo_simple.py. No thread is created per connection.
 Trade-off: at most --workers clients are served at once; the next waits in
 the backlog until a thread is free, and a client that trickles a byte just
-within every --timeout holds its thread for ever. Like every thread server,
-it gets slower on more cores (the GIL passes between them): pin it to one.
+within every --timeout holds its thread for ever. Like every thread server
+under the GIL (any CPython but a free-threaded build), it gets slower on more
+cores, as the GIL passes between them: pin it to one.
 Run: python3 echo_prethread.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_thread.py.
 """

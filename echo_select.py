@@ -6,7 +6,7 @@ and says which are readable, so one thread serves many clients in turn. Its
 timeout is the loop's clock: a client idle for --timeout seconds is closed.
 Trade-off: sends still block, so one client that stops reading stalls all the
 others, for up to --timeout (echo_selectors.py fixes that), and select() cannot
-watch descriptors past FD_SETSIZE (1024), so clients beyond that are refused.
+watch descriptor FD_SETSIZE (1024) or above, so clients given one are refused.
 Run: python3 echo_select.py [--port 7777], then python3 client.py
 Builds on: echo_simple.py.
 """
@@ -77,9 +77,9 @@ def accept_clients(server_sock, descriptors, deadlines, now):
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        # The article's max_descriptor closed the listening socket; refuse just this client.
+        # The article's select() raised ValueError past fd 1023 (its select + prethread closed the listener); refuse this one.
         if new_sock.fileno() >= FD_SETSIZE or len(deadlines) >= MAX_CLIENTS:
-            log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
+            log("[FD:{}]Refused: select() watches {} descriptors at most", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
             new_sock.close()
             continue
         new_sock.setblocking(False)

@@ -7,8 +7,9 @@ sender thread, not the select() loop and every other client.
 While a sender holds one of its chunks, a client leaves the read set: its bytes
 go back in order, and at most one chunk per client waits in memory.
 Trade-off: two thread hand-offs per chunk, and like echo_select.py it refuses
-descriptors past FD_SETSIZE (1024). On more cores it gets slower, not faster
-(the GIL passes between them): pin it to one.
+descriptors from FD_SETSIZE (1024) up. Under the GIL (any CPython but a
+free-threaded build) it gets slower on more cores, not faster, as the GIL
+passes between them: pin it to one.
 Run: python3 echo_select_pool.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_select.py.
 """
@@ -100,11 +101,11 @@ def accept_clients(server_sock, descriptors, deadlines, now):
         except OSError as e:
             shed_connection(server_sock, e)
             return
-        # The article's max_descriptor closed the listening socket; refuse just this client.
+        # The article's select() raised ValueError past fd 1023 (its select + prethread closed the listener); refuse this one.
         # Every client comes back to select(): those the senders hold or have handed back count too.
         held = send_queue.unfinished_tasks + len(sent_back)
         if new_sock.fileno() >= FD_SETSIZE or len(deadlines) + held >= MAX_CLIENTS:
-            log("[FD:{}]Refused: select() cannot watch descriptors past {}", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
+            log("[FD:{}]Refused: select() watches {} descriptors at most", new_sock.fileno(), min(FD_SETSIZE, MAX_CLIENTS))
             new_sock.close()
             continue
         new_sock.setblocking(False)

@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 
-BACKLOG = 5  # the article's backlog: five clients may wait while one is served; --backlog sets another
+BACKLOG = 5  # the article's backlog: Linux queues six clients while one is served; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 

@@ -4,9 +4,9 @@
 The one idea: the main thread only accepts; each connection gets a thread of
 its own that runs the blocking loop of echo_simple.py.
 Trade-off: cheaper than a process and easy to write, but thousands of clients
-mean thousands of threads, and the GIL lets only one run Python at a time:
-on more cores it gets slower, not faster, as the GIL passes between them, so
-pin it to one (taskset -c 0 python3 echo_thread.py) or use processes.
+mean thousands of threads, and under the GIL (any CPython but a free-threaded
+build) only one runs Python at a time: on more cores it gets slower, not
+faster, as the GIL passes between them, so pin it to one (taskset -c 0 python3 echo_thread.py) or use processes.
 Run: python3 echo_thread.py [--port 7777], then python3 client.py
 Builds on: echo_simple.py.
 """

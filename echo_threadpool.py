@@ -8,8 +8,9 @@ until that callback is done, so one callback per connection at a time and the
 bytes stay in order. The pool runs callbacks, not whole connections: 10,000
 clients need not hold 10,000 threads.
 Trade-off: two thread hand-offs per chunk, and a client slow to read holds one
-pool thread while its send waits, for up to --timeout. On more cores it gets
-slower, not faster (the GIL passes between them): pin it to one.
+pool thread while its send waits, for up to --timeout. Under the GIL (any
+CPython but a free-threaded build) it gets slower on more cores, not faster,
+as the GIL passes between them: pin it to one.
 Run: python3 echo_threadpool.py [--port 7777] [--workers 40], then python3 client.py
 Builds on: echo_select_pool.py.
 """

@@ -32,6 +32,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 from pathlib import Path
 
@@ -41,9 +42,16 @@ from deadline_cost import SCENARIOS
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
               "MALLOC_MMAP_THRESHOLD_": "131072"}
 PER_CONNECT = 100 * 50  # article-100's messages per --connects: 100 clients x 50 messages
-BUILD = ("import json, platform, sysconfig; print(json.dumps([platform.python_implementation(), "
+# An interpreter as it reports itself, and whether it is free-threaded and its GIL was on (as the servers run it).
+FREE_THREADED = "bool(sysconfig.get_config_var('Py_GIL_DISABLED')), getattr(sys, '_is_gil_enabled', lambda: True)()"
+BUILD = ("import json, platform, sys, sysconfig; print(json.dumps([platform.python_implementation(), "
          "platform.python_version(), sysconfig.get_config_var('CONFIG_ARGS') or '', "
-         "sysconfig.get_config_var('PY_CFLAGS') or '']))")
+         "sysconfig.get_config_var('PY_CFLAGS') or '', " + FREE_THREADED + "]))")
+
+
+def gil_words(free, gil):
+    """", free-threaded, GIL off" for a free-threaded build (platform.python_version() cannot tell 3.14t from 3.14)."""
+    return ", free-threaded, GIL {}".format("on" if gil else "off") if free else ""
 
 
 class Interpreter:
@@ -67,13 +75,13 @@ class Interpreter:
                               env=SERVER_ENV)
         if proc.returncode:
             sys.exit("{}: cannot run {}: {}".format(self.label, self.where, proc.stderr.strip()[-300:]))
-        name, version, config, cflags = json.loads(proc.stdout)
+        name, version, config, cflags, free, gil = json.loads(proc.stdout)
         flags = ["{}{}".format("" if flag in config else "no ", flag) for flag in ("--enable-optimizations",
                                                                                   "--with-lto")]
         levels = re.findall(r"(?<!\S)-O\S*", cflags)
         built = "optimized" if "--enable-optimizations" in config else "no PGO/LTO in configure"
-        return "{} {}, {} (CONFIG_ARGS: {}), {}".format(name, version, built, ", ".join(flags),
-                                                        levels[-1] if levels else "no -O")
+        return "{} {}{}, {} (CONFIG_ARGS: {}), {}".format(name, version, gil_words(free, gil), built, ", ".join(flags),
+                                                          levels[-1] if levels else "no -O")
 
     def run(self, script, flags):
         """Messages per server CPU-second for one run of client.py flags against the server script."""
@@ -118,9 +126,11 @@ def main():
         print(without_paths("Command: `python3 bench/python_versions.py {}`\n".format(shlex.join(sys.argv[1:]))))
         with open("/proc/cpuinfo") as f:
             cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-        print(without_paths("Machine: {}, {} cores, Linux {}; client: {} {} ({}), `client.py {}`\n".format(
+        print(without_paths("Machine: {}, {} cores, Linux {}; client: {} {}{} ({}), `client.py {}`\n".format(
             cpu.group(1) if cpu else platform.machine(), os.cpu_count(), platform.release(),
-            platform.python_implementation(), platform.python_version(), sys.executable, " ".join(flags))))
+            platform.python_implementation(), platform.python_version(),
+            gil_words(sysconfig.get_config_var("Py_GIL_DISABLED"), getattr(sys, "_is_gil_enabled", lambda: True)()),
+            sys.executable, " ".join(flags))))
         for python in pythons:
             print(without_paths("- {}: {} (`{}`)".format(python.label, python.build(), python.where)))
         print()

@@ -147,7 +147,9 @@ def measure(name):
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
         "changed": changed_files(),
         "failed": failed,
-        "commands": [shlex.join("python3" if word == sys.executable else word for word in c) for c in commands[:1]] + (
+        # No path of this machine: the interpreters as without_paths() writes them (the record says which they were).
+        "commands": [without_paths(shlex.join("python3" if word == sys.executable else word for word in c))
+                     for c in commands[:1]] + (
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
@@ -343,6 +345,21 @@ def kernels(parts):
                           if release != most)
 
 
+# Why the thread servers get slower on more cores, said where the records' interpreter had the GIL (every build
+# measured so far): on one without it the convoy below does not happen.
+GIL_EXPLAINED = """The GIL lets one thread run Python at a time. On one core, a thread that drops it around a `recv()` or `send()` mostly takes
+it straight back; on several, a thread on another core takes it meanwhile, so nearly every system call becomes a hand-off
+between cores (a wake-up through the kernel, cold caches, a wait to take it back): the convoy effect of David Beazley's
+[Understanding the GIL](https://www.dabeaz.com/GIL/) (2010), worse on multicore. Pin a thread server to one core
+(`taskset -c 0 python3 echo_thread.py`) or use processes. Free-threaded CPython is the real answer; not measured here."""
+
+
+def under_gil(python):
+    """Whether the interpreter a record names ran with the GIL: client.machine() says "GIL off" where it did not (a
+    free-threaded build; platform.python_version() alone cannot tell)."""
+    return "GIL off" not in python
+
+
 def run_values(meta):
     """When, where and at which commits the parts ran; the tables kept as the scripts printed them."""
     parts = meta.get("parts", {})
@@ -356,7 +373,8 @@ def run_values(meta):
          "sittings": sittings(parts.values()),
          "failed_parts": listing("{} ({})".format(name, "; ".join(p["failed"])) for name, p in sorted(parts.items())
                                  if p["failed"]),
-         "summary": summary(), "soak": soak_table()}
+         "summary": summary(), "soak": soak_table(),
+         "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
     for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
                          flags=re.M).strip()  # no path of the machine that measured
@@ -708,6 +726,9 @@ def scaling_values():
     v["s16_machine"] = "{}, {} CPUs ({} thread per core), {}, Linux {}, CPython {}".format(
         lscpu["Model name"].strip(), lscpu["CPU(s)"].strip(), lscpu["Thread(s) per core"].strip(),
         lscpu["Hypervisor vendor"].strip(), first["kernel"], first["python"])
+    v["s16_gil"] = GIL_EXPLAINED if under_gil(first["python"]) else (
+        "These ran on CPython {}: no GIL passed between the cores, so what the table shows is the threads' own cost "
+        "on more cores, not the GIL's.".format(first["python"]))
     v["s16_server_cpus"], v["s16_load_cpus"] = ("{}-{}".format(min(first[k]), max(first[k]))
                                                 for k in ("server_cpus", "client_cpus"))
     rate = {key: median_of(found, "msgs_per_s") for key, found in runs.items()}

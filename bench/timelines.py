@@ -26,7 +26,7 @@ at different times (4 workers on 2 cores beside the client); the later waves sto
 first echoes within half the time between two waves' starts) in 3 runs of 6 for prefork and 2 of 6 for
 prethread with 20 messages a connection, and the same with 40, so the shorter load stays, and the caption
 says which the kept run shows (draw.waves_text(), from the traces). echo_thread.py's rows start apart, not
-together (its accepting thread waits its turn at the GIL behind the busy ones): the pattern's, not the load's.
+together (with the GIL on, its accepting thread waits its turn behind the busy ones): the pattern's, not the load's.
 client.py runs the 12 clients in its worker processes (--procs, one per core by default: 2 here), each of
 which connects its own 6 together; where a server takes one process's connections a round before the
 other's, its rows start in two groups of 6, which the caption says (draw.groups_text()).

@@ -1,0 +1,255 @@
+# SPDX-License-Identifier: 0BSD
+"""Sentences of the documents that state a number or a default of the code, the records or the
+article: each read from there, so that the sentence fails here when its source changes. Nothing is
+started (one listening socket of this process's own, for the kernel's listen queue)."""
+import json
+import re
+import select
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ARTICLE = next((ROOT.parent / "shared" / "article").glob("*.txt"), None) if (
+    ROOT.parent / "shared" / "article").is_dir() else None
+WORDS = dict(enumerate("zero one two three four five six seven eight nine ten".split()))
+
+
+def text(name):
+    return " ".join((ROOT / name).read_text(encoding="utf-8").split())
+
+
+def constant(script, name):
+    """A server's constant, as its line `NAME = value` sets it."""
+    return int(re.search(r"^{} = (\d+)".format(name), (ROOT / script).read_text(), re.M).group(1))
+
+
+def records(name):
+    return json.loads((ROOT / "bench" / "results" / name).read_text())
+
+
+def test_the_backlog_sentences_give_each_servers_default():
+    backlogs = {path.name: constant(path.name, "BACKLOG") for path in ROOT.glob("echo_*.py")}
+    first = backlogs.pop("echo_simple.py")
+    (rest,) = set(backlogs.values())
+    assert "`--backlog N` (the article's {}; echo_simple.py's {})".format(rest, first) in text("README.md")
+    assert "`--backlog N`（記事と同じ {}。echo_simple.py は {}）".format(rest, first) in text("README.ja.md")
+    assert "`--backlog` long (the article's {}, and {} in echo_simple.py;".format(rest, first) in \
+        text("bench/RESULTS.template.md")
+    assert "by default the article's {} (echo_simple.py: {})".format(rest, first) in text("DEVELOPMENT.md")
+    if ARTICLE:  # the article's: listen(5) in its first server, listen(256) in every other
+        listens = [int(n) for n in re.findall(r"listen\((\d+)\)", ARTICLE.read_text(encoding="utf-8"))]
+        assert listens[0] == first and set(listens[1:]) == {rest}
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux's listen queue")
+def test_linux_queues_one_client_more_than_the_backlog():
+    """echo_simple.py's comment on its backlog: Linux completes backlog + 1 connects that nobody accepts."""
+    backlog = constant("echo_simple.py", "BACKLOG")
+    assert "BACKLOG = {}  # the article's backlog: Linux queues {} clients while one is served".format(
+        backlog, WORDS[backlog + 1]) in (ROOT / "echo_simple.py").read_text()
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(backlog)
+        clients = [socket.socket() for _ in range(backlog + 3)]
+        try:
+            for c in clients:
+                c.setblocking(False)
+                c.connect_ex(listener.getsockname())
+            deadline = time.monotonic() + 2.0
+            connected = set()
+            while time.monotonic() < deadline:  # a connect the queue took is writable at once; the others wait
+                _, writable, _ = select.select([], [c for c in clients if c not in connected], [], 0.2)
+                connected |= {c for c in writable if not c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)}
+                if len(connected) > backlog + 1 or not writable:
+                    break
+            assert len(connected) == backlog + 1
+        finally:
+            for c in clients:
+                c.close()
+
+
+def test_select_refuses_descriptor_fd_setsize_itself_and_the_sentences_say_so():
+    """FD_SETSIZE is the first descriptor select() cannot watch: every sentence names the descriptors below it."""
+    fd_setsize = int(re.search(r"^FD_SETSIZE, MAX_CLIENTS = \((\d+),", (ROOT / "echo_select.py").read_text(),
+                               re.M).group(1))
+    below = "select() watches descriptors below {} only".format(fd_setsize)
+    sys.path.insert(0, str(ROOT))
+    import client
+    assert client.LIMITS["echo_select.py"] == client.LIMITS["echo_select_pool.py"] == below
+    failed = {r["server"]: r["failed"] for t in records("c10k.json")["tables"] for r in t["rows"] if r["failed"]}
+    assert failed["echo_select.py"].endswith(below) and failed["echo_select_pool.py"].endswith(below)
+    assert "descriptors below {} only |".format(fd_setsize) in text("README.md")
+    assert "扱えるディスクリプタは {} 未満だけ |".format(fd_setsize) in text("README.ja.md")
+    for script in ("echo_select.py", "echo_select_pool.py"):
+        assert 'Refused: select() watches {} descriptors at most"' in (ROOT / script).read_text()
+        assert re.search(r"descriptors? (?:from )?FD_SETSIZE \({}\) (?:or above|up)".format(fd_setsize),
+                         text(script)), script
+
+
+def test_the_c10k_sentence_names_the_limit_of_every_server_that_failed():
+    """README's 'N servers pass; the others fail at their limit (...)': N is the c10k record's, and each server
+    that failed c10k, or c1k and was not run at c10k, has its pattern's limit named."""
+    c10k = records("c10k.json")["tables"][0]["rows"]
+    (c1k,) = [t["rows"] for t in records("cstar.json")["tables"] if t["scenario"] == "c1k"]
+    passed = [r["server"] for r in c10k if not r["failed"]]
+    failed = {r["server"].split()[0] for r in c10k + c1k if r["failed"]}
+    named = {"echo_simple.py": ("one at a time", "一度に 1 クライアント"),
+             "echo_select.py": ("descriptor 1024", "ディスクリプタ 1024"),
+             "echo_select_pool.py": ("descriptor 1024", "ディスクリプタ 1024"),
+             "echo_prefork.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
+             "echo_prethread.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
+             "echo_fork.py": ("a fork or thread each", "クライアントごとの fork やスレッド"),
+             "echo_thread.py": ("a fork or thread each", "クライアントごとの fork やスレッド")}
+    assert failed == set(named), "a server failed that the sentence does not name, or one passed that it does"
+    english = re.search(r"At c10k, (\d+) servers pass with zero errors; the others fail at their limit \(([^)]*)\)",
+                        text("README.md"))
+    japanese = re.search(r"c10k では (\d+) 個のサーバーがエラーなしで通り、残りはそれぞれの限界（([^）]*)）で失敗します",
+                         text("README.ja.md"))
+    assert int(english.group(1)) == int(japanese.group(1)) == len(passed)
+    for server, (words, words_ja) in named.items():
+        assert words in english.group(2) and words_ja in japanese.group(2), server
+    assert constant("echo_prefork.py", "WORKERS") == 10 and constant("echo_prethread.py", "WORKERS") == 40
+
+
+def test_prefork_serves_its_workers_clients_at_once():
+    """Question 3: as many clients at once as echo_prefork.py has workers by default, one waiting in accept()."""
+    workers = WORDS[constant("echo_prefork.py", "WORKERS")]
+    assert "{} workers serve {} clients at once".format(workers.title(), workers) in text("README.md")
+    assert "{} processes share the listening socket, one free process at a time waiting in `accept()` under a " \
+           "lock".format(workers.title()) in text("bench/RESULTS.template.md")
+    assert "fcntl.lockf(lock_file, fcntl.LOCK_EX)" in (ROOT / "echo_prefork.py").read_text()
+
+
+def test_echo_selectors_tls_sets_tcp_nodelay_as_client_md_says():
+    code = (ROOT / "echo_selectors_tls.py").read_text()
+    assert "server_sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)" in code
+    assert "echo_selectors_tls.py sets TCP_NODELAY" in text("CLIENT.md")
+    assert "does not set TCP_NODELAY" not in text("CLIENT.md")
+
+
+@pytest.mark.skipif(ARTICLE is None, reason="the article's text is not beside the pack")
+def test_the_sentences_about_the_articles_code_are_its():
+    article = ARTICLE.read_text(encoding="utf-8")
+    # Its asyncio server sent with sock_sendall(); every other server with send().
+    asyncio_server = article[article.index("import asyncio"):article.index("SEND_RECV_COUNT")]
+    assert "await loop.sock_sendall(sock, data)" in asyncio_server and ".send(" not in asyncio_server
+    assert "sock.send(data)" in article[:article.index("import asyncio")]
+    assert "| `sock.send(data)` in every server but asyncio's (`sock_sendall()`) |" in text("ERRATA.md")
+    # Its prefork lock file is unlinked as soon as it is opened.
+    assert re.search(r"open\('\./mprocess\.lock', 'w'\)\n\s*os\.unlink\('\./mprocess\.lock'\)", article)
+    assert "unlinked at once" in text("ERRATA.md")
+    # max_descriptor is commented out in its select server and live in its select + prethread one.
+    assert "# max_descriptor = 20" in article and "\n    max_descriptor = 20" in article
+    # Its tables timed connect() and close(): the loop that was to send messages is empty.
+    assert "range(SEND_RECV_COUNT, 1)" in article
+    assert "The article timed only `connect()` and `close()`." in text("README.md")
+    assert "Only connect and close were timed." in text("bench/RESULTS.template.md")
+
+
+FREE_THREADED_3_14 = """import sys, sysconfig
+sys.path.insert(0, {root!r})
+sys._is_gil_enabled = lambda: {gil}
+real = sysconfig.get_config_var
+sysconfig.get_config_var = lambda name: 1 if name == "Py_GIL_DISABLED" else real(name)
+import client
+print(client.machine())
+print(client.LIMITS["echo_thread.py"])
+"""
+
+
+@pytest.mark.parametrize("gil", [False, True])
+def test_a_free_threaded_build_is_named_with_its_gil(gil):
+    """client.machine(), which every record keeps, names a free-threaded build and whether its GIL was on; the
+    thread server's failed row blames the GIL only where there was one. (This interpreter made to look free-threaded:
+    .github/workflows/tests.yml's 3.14t job runs the suite on a real one.)"""
+    import platform
+    import subprocess
+    out = subprocess.run([sys.executable, "-c", FREE_THREADED_3_14.format(root=str(ROOT), gil=gil)],
+                         capture_output=True, text=True, timeout=60, check=True).stdout.splitlines()
+    assert ", Python {}, free-threaded, GIL {}, ".format(platform.python_version(), "on" if gil else "off") in out[0]
+    assert out[1].endswith("take turns at the GIL") == gil
+
+
+def test_this_interpreter_is_named_as_it_is():
+    import sysconfig
+    sys.path.insert(0, str(ROOT))
+    import client
+    free = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+    assert ("free-threaded" in client.machine()) == free
+    assert client.LIMITS["echo_thread.py"].endswith("GIL") == client.GIL == getattr(sys, "_is_gil_enabled",
+                                                                                      lambda: True)()
+    sys.path.insert(0, str(ROOT / "bench"))
+    import python_versions
+    assert python_versions.gil_words(True, False) == ", free-threaded, GIL off"
+    assert python_versions.gil_words(True, True) == ", free-threaded, GIL on" and python_versions.gil_words(0, 1) == ""
+
+
+def test_results_explains_the_gil_only_where_the_records_had_one():
+    """RESULTS.md's convoy paragraph and the GIL switch of echo_threadpool.py are printed from records measured
+    under the GIL; a record of a free-threaded build without it gets neither."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import regenerate
+    template = (ROOT / "bench" / "RESULTS.template.md").read_text()
+    assert "{s16_gil}" in template and "{gil_switch}" in template and "The GIL lets one" not in template
+    assert regenerate.under_gil("AMD EPYC, 2 cores, Python 3.11.7, Linux") and regenerate.under_gil("3.12.3")
+    assert not regenerate.under_gil("AMD EPYC, 2 cores, Python 3.14.10, free-threaded, GIL off, Linux")
+    meta = json.loads((ROOT / "bench" / "results" / "meta.json").read_text())
+    assert regenerate.run_values(meta)["gil_switch"] == " and a GIL switch"
+    off = regenerate.run_values(dict(meta, machine="AMD EPYC, 2 cores, Python 3.14.10, free-threaded, GIL off, Linux"))
+    assert off["gil_switch"] == ""
+    assert regenerate.GIL_EXPLAINED in (ROOT / "RESULTS.md").read_text()  # the kept 16-core records: CPython 3.12.3
+
+
+def test_the_16_core_records_of_a_free_threaded_build_get_no_convoy(tmp_path, monkeypatch):
+    import shutil
+    sys.path.insert(0, str(ROOT / "bench"))
+    import regenerate
+    assert regenerate.scaling_values()["s16_gil"] == regenerate.GIL_EXPLAINED
+    folder = tmp_path / "scaling-16core"
+    shutil.copytree(regenerate.SCALING_16, folder)
+    first, *rest = (folder / "pass1.jsonl").read_text().splitlines()
+    head = json.loads(first)
+    head["machine"]["python"] = "3.14.10, free-threaded, GIL off"
+    (folder / "pass1.jsonl").write_text("\n".join([json.dumps(head)] + rest) + "\n")
+    monkeypatch.setattr(regenerate, "SCALING_16", folder)
+    said = regenerate.scaling_values()["s16_gil"]
+    assert said.startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between the cores")
+    assert "convoy" not in said
+
+
+MACHINE_PATH = re.compile(r"(?:/(?:root|home|var|usr|opt|tmp|work|srv|mnt)/|\.pyenv/|[A-Za-z]:\\\\)[^\s\"`]*")
+
+
+def test_no_kept_record_names_a_path_of_the_machine_that_measured():
+    """bench/results/ keeps versions and paths relative to the repository (the test certificate as
+    tests/tls/cert.pem, an interpreter as PATH beside its version), never where they lay on the machine."""
+    found = {str(path.relative_to(ROOT)): MACHINE_PATH.findall(re.sub(r"\A#!.*", "", path.read_text(errors="replace")))
+             for path in (ROOT / "bench" / "results").rglob("*") if path.is_file()}  # a script's #! line aside
+    assert not {name: paths for name, paths in found.items() if paths}
+
+
+def test_a_workload_names_the_test_certificate_relative_to_the_repository(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    import client
+    assert client.as_dict(client.Workload(tls=True, cafile=str(client.TEST_CERT)))["cafile"] == "tests/tls/cert.pem"
+    elsewhere = str(tmp_path / "ca.pem")  # a certificate of the user's own stays as given
+    assert client.as_dict(client.Workload(tls=True, cafile=elsewhere))["cafile"] == elsewhere
+    assert client.as_dict(client.Workload())["cafile"] is None
+    sys.path.insert(0, str(ROOT / "bench"))
+    from common import without_paths
+    assert without_paths("python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 "
+                         "--python 3.15=chroot:/var/cache/x:/usr/bin/python3.15") == \
+        "python3 bench/python_versions.py --python 3.11=PATH --python 3.15=chroot:ROOT:PATH"
+
+
+def test_the_developers_guide_speaks_of_the_pack():
+    """DEVELOPMENT.md names no file under /tmp that no script of the pack uses."""
+    scripts = "".join(path.read_text(errors="replace") for path in
+                      [*ROOT.glob("*.py"), *ROOT.glob("bench/*.py"), *ROOT.glob("tests/*.py"), *ROOT.glob(".ci/*")]
+                      if path.is_file())
+    named = re.findall(r"/tmp/[\w.-]+", text("DEVELOPMENT.md"))
+    assert all(name in scripts for name in named), named
