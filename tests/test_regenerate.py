@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import held_row
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("RESULTS.md", "SWEEPS.md", "results.svg", "openloop.svg")
 sys.path.insert(0, str(ROOT / "bench"))
@@ -176,3 +178,32 @@ def test_each_run_set_apart_from_the_16core_table_names_the_n1_figure_it_is_comp
         clause = said[where:].split(";")[0]
         assert "{:,.0f} at N=1".format(rate[shape, name, 1]) in clause, clause
         assert ((shape, name) in shown) != ("a row the table does not show" in clause), clause
+
+
+def test_held_py_holds_each_server_at_the_size_that_finds_its_limit(monkeypatch):
+    """held-10k on every server; then 1,000 for those that did not hold it, the most one process holds under its
+    descriptor limit for the single processes, c100k with --workers for the worker processes (three quarters of the
+    limit each), and client.py with --procs enough for its own descriptors."""
+    import held
+    asked = []
+
+    def hold(n, servers, limit, runs):
+        asked.append((n, servers, held.held_command(n, servers, held.parts_for(n, limit) if n > 19000 else None)))
+        failing = {"echo_select.py", "echo_simple.py"} if n == held.HELD else set()
+        rows = [held_row(s) if s not in failing else held_row(s, failed="no") for s in servers]
+        runs.append({"held": n, "results": {"tables": [{"rows": rows}]}})
+        return rows
+    monkeypatch.setattr(held, "hold", hold)
+    monkeypatch.setattr(held, "descriptor_limit", lambda: 20000)
+    monkeypatch.setattr(held, "takes_workers", lambda s: s == "echo_reuseport.py")
+    record = held.measure(["echo_epoll.py", "echo_reuseport.py", "echo_select.py", "echo_simple.py"])
+    assert [(n, servers) for n, servers, _ in asked] == [
+        (10000, ["echo_epoll.py", "echo_reuseport.py", "echo_select.py", "echo_simple.py"]),
+        (1000, ["echo_select.py", "echo_simple.py"]), (19000, ["echo_epoll.py"]),
+        (100000, ["echo_reuseport.py --workers 7"])]
+    assert asked[0][2][-4:] == ["--scenario", "held-10k", "--servers", asked[0][2][-1]]
+    assert asked[1][2][5:12] == ["--clients", "1000", "--connects", "1", "--messages", "2", "--hold"]
+    assert asked[3][2][5:] == ["--scenario", "c100k", "--servers", "echo_reuseport.py --workers 7", "--procs", "7"]
+    assert list(record["not_run"]) == ["echo_epoll.py"] and "20,000" in record["not_run"]["echo_epoll.py"]
+    assert held.most_single(20000) == 19000 and held.most_single(524288) == held.MOST == 100000
+    assert held.parts_for(100000, 20000) == 7 and held.parts_for(100000, 524288) == 1
