@@ -13,7 +13,7 @@ that finds its limit here, again by client.py --all (--repeat 1), each size one 
   client.py with enough --procs; one process where its limit holds 100,000 and more;
 - else, a single process at the most it holds under its limit, in thousands, 1,000 descriptors spare (19,000
   under 20,000): it is not run at 100,000, and the records say why in one line.
-The held sizes other than the presets are client.py's load shape `--clients N --connects 1 --messages 2 --hold`.
+The other sizes are held-10k's shape at that size: `--clients N --connects 1 --messages 2 --hold --idle S`.
 The records (each run's client.py --json output, the machine, the commit, the descriptor limit, the servers not run
 and why) go to --out, or with --json to stdout, as JSON; a table of each server at the most it held is printed
 (on stderr with --json). bench/regenerate.py's part `held` runs this, and RESULTS.md's "What a held client costs"
@@ -74,10 +74,14 @@ def most_single(limit):
 
 
 def held_command(n, servers, procs=None):
-    """client.py --all holding n connections on servers ([name with its flags]), one run; --procs where the default
-    would not fit client.py's own descriptors."""
-    shape = ["--scenario", PRESET[n]] if n in PRESET else ["--clients", str(n), "--connects", "1", "--messages",
-                                                           "2", "--hold"]
+    """client.py --all holding n connections on servers ([name with its flags]), one run: its preset, else held-10k's
+    shape at n (its messages, and its idle hold where client.py has one); --procs where the default would not fit
+    client.py's own descriptors."""
+    like = client.PRESETS.get(PRESET[HELD])
+    idle = getattr(like, "idle", None)
+    shape = ["--scenario", PRESET[n]] if n in PRESET else [
+        "--clients", str(n), "--connects", "1", "--messages", str(like.messages if like else 2), "--hold"] + (
+        ["--idle", "{:g}".format(idle)] if idle is not None else [])
     return ["client.py", "--all", "--json", "--repeat", "1", *shape, "--servers", ",".join(servers)] + (
         ["--procs", str(procs)] if procs else [])
 
@@ -86,10 +90,10 @@ def hold(n, servers, limit, runs):
     """Run held_command() for n on servers; keep it in runs; return its rows."""
     need = -(-n // client.usable_cpu_count()) + PER_CLIENT
     command = held_command(n, servers, parts_for(n, limit) if limit and need > limit else None)
-    print("held.py: {:,} held on {}: python3 {}".format(n, ", ".join(servers), shlex.join(command)), file=sys.stderr,
+    print("held.py: holding {:,} on {}: python3 {}".format(n, ", ".join(servers), shlex.join(command)), file=sys.stderr,
           flush=True)
-    proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, stdout=subprocess.PIPE, text=True,
+                            start_new_session=True)  # its progress on stderr, as it goes
     results = client_figures(proc, WAIT)
     runs.append({"held": n, "command": shlex.join(["python3", *command]), "servers": servers, "results": results})
     if "failed" in results:
@@ -193,7 +197,7 @@ def main():
     record = measure(args.servers or SERVERS)
     if args.out:
         Path(args.out).write_text(json.dumps(record, indent=1) + "\n")
-    head = ["Measured on {}, Linux {}, at {}: each server at the most it held ({} s).".format(
+    head = ["Measured on {} {}, at {}: each server at the most it held ({} s).".format(
         record["machine"], record["linux"], record["commit"], record["seconds"]), "",
         "| server | held | KiB a held connection, server | kernel (both ends) | server MiB held | connect s "
         "| the next size |", "|---|---:|---:|---:|---:|---:|---|"]
