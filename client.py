@@ -911,7 +911,7 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
         if before:
             try:  # the workers wait here once all their connections are open, then for this reading
                 barrier.wait(finish_bound(w))
-                after = dict(held_memory(pid, unread), client=process_memory([os.getpid()] + [x.pid for x in workers]))
+                after = dict(held_memory(pid, unread), client=memory([os.getpid()] + [x.pid for x in workers]))
                 barrier.wait(60)
             except threading.BrokenBarrierError:
                 after = None
@@ -934,69 +934,57 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
 
 
 def held_memory(pid, unread):
-    """What the server (process pid and those below it) and the kernel's sockets take now: {"server": (kind, KiB,
-    None), "kernel": (kind, KiB, None)}, (None, None, why not) for one that cannot be read; pid None: unread says
-    why."""
+    """What the server (process pid and those below it, as memory() reads them) and the kernel's TCP sockets take
+    now: {"server": (kind, KiB), "kernel": (kind, KiB)}, (None, why not) where it cannot be read (pid None: unread)."""
     table = processes() if pid else None
-    pids = [p.pid for p in descendants(pid, table)] if table else []
-    server = process_memory(pids) if pids else (None, None, (unread or "the server's process is not known") if not
-                                                pid else "this system has no /proc (Linux "
-                                                "only)" if table is None else "its process {} had ended".format(pid))
-    return {"server": server, "kernel": socket_slabs()}
+    server = memory([p.pid for p in descendants(pid, table)] if table else (), unread if not pid else None if table
+                    is None else "its process {} had ended".format(pid))
+    if not server[0]:
+        return {"server": server, "kernel": server}
+    try:  # the kernel's socket caches (root may read them): name, ..., pages a slab (5), ..., slabs in all (14)
+        with open("/proc/slabinfo") as f:
+            return {"server": server, "kernel": ("slabinfo", sum(int(r[5]) * int(r[14]) for r in map(
+                str.split, f) if r[0] in SOCKET_SLABS) * (os.sysconf("SC_PAGE_SIZE") // 1024))}
+    except OSError:  # else all of its slab, whatever else it holds
+        return {"server": server, "kernel": ("meminfo Slab", memory((), field="Slab:")[1])}
 
 
-def process_memory(pids):
-    """(kind, KiB, None): the memory of processes pids, summed: "PSS" from /proc/PID/smaps_rollup (a page shared by
-    n processes counts 1/n), "RSS" (VmRSS) where the kernel has no smaps_rollup; or (None, None, why not). A process
-    that ended meanwhile counts none."""
-    kind, name, field = ("PSS", "smaps_rollup", "Pss:") if os.path.exists("/proc/self/smaps_rollup") else (
-        "RSS", "status", "VmRSS:")
+def memory(pids, unread=None, field="Pss:"):
+    """(kind, KiB) of processes pids, summed: "PSS" from /proc/PID/smaps_rollup (a page n processes share counts
+    1/n), "RSS" (VmRSS) where the kernel has none; a process that ended meanwhile counts none. (None, why not) where
+    there is none to read (unread) or one cannot be read. pids (): field's line of /proc/meminfo."""
+    rollup = os.path.exists("/proc/self/smaps_rollup")
+    if not os.path.exists("/proc/self/status") or not pids and field == "Pss:":
+        return None, unread or "this system has no /proc (Linux only)"
+    kind, field = ("PSS", field) if rollup or not pids else ("RSS", "VmRSS:")
     total = 0
-    for pid in pids:
-        path = "/proc/{}/{}".format(pid, name)
+    for path in ["/proc/{}/{}".format(pid, "smaps_rollup" if rollup else "status") for pid in pids] or [
+            "/proc/meminfo"]:
         try:
             with open(path) as f:
                 total += next((int(line.split()[1]) for line in f if line.startswith(field)), 0)
         except (FileNotFoundError, ProcessLookupError):
             continue
         except OSError as e:
-            return None, None, "cannot read {} ({})".format(path, e.strerror or e)
-    return kind, total, None
-
-
-def socket_slabs():
-    """The kernel's memory for TCP sockets now, (kind, KiB, None): "slabinfo", its socket caches (SOCKET_SLABS; root
-    may read it), else "meminfo Slab", all of the kernel's slab; or (None, None, why not). The whole machine's: on
-    loopback it counts both ends of a connection, the client's socket and the server's."""
-    try:
-        with open("/proc/slabinfo") as f:
-            rows = [line.split() for line in f]
-        # name, objects active and all, size, per slab, pages per slab (5), ..., slabdata: slabs active and all (14)
-        return "slabinfo", sum(int(r[5]) * int(r[14]) for r in rows if r[0] in SOCKET_SLABS) * (
-            os.sysconf("SC_PAGE_SIZE") // 1024), None
-    except OSError:
-        pass
-    try:
-        with open("/proc/meminfo") as f:
-            return "meminfo Slab", next(int(line.split()[1]) for line in f if line.startswith("Slab:")), None
-    except (OSError, StopIteration):
-        return None, None, "the kernel's memory is not readable here (no /proc/slabinfo, no /proc/meminfo)"
+            return None, "cannot read {} ({})".format(path, e.strerror or e)
+    return kind, total
 
 
 def held_figures(r, held, before, after):
     """Run r with what its `held` connections cost, from held_memory()'s readings before they opened and once all
-    were held (None: the workers did not meet there): the server's and the kernel's KiB, and KiB a held connection,
-    or why not (memory_unread)."""
-    figures = {"held_connections": held, "client_memory_kib": after and after["client"][1]}
-    whys = [] if after else ["the client's workers did not all hold their connections at once"]
-    for who, word in (("server", "memory"), ("kernel", "slab")) if after else ():
-        (kind, low, why), (_, high, later) = before[who], after[who]
-        if why or later:
-            whys.append(why or later)
+    were held (None: the workers did not meet there): KiB in all and a held connection, or why not."""
+    if not after:
+        return dataclasses.replace(r, held_connections=held, memory_unread="the client's workers did not meet once "
+                                                                           "all their connections were open")
+    figures, whys = {"held_connections": held, "client_memory_kib": after["client"][0] and after["client"][1]}, []
+    for who, word in ("server", "memory"), ("kernel", "slab"):
+        (kind, low), (ok, high) = before[who], after[who]
+        if not (kind and ok):
+            whys.append(high if kind else low)
             continue
         figures.update({who + "_memory_kind": kind, "{}_{}_before_kib".format(who, word): low,
                         "{}_{}_held_kib".format(who, word): high, who + "_kib_per_held": (high - low) / max(1, held)})
-    return dataclasses.replace(r, memory_unread="; ".join(whys) or None, **figures)
+    return dataclasses.replace(r, memory_unread="; ".join(dict.fromkeys(whys)) or None, **figures)
 
 
 def write_trace(path, t0, host, port, w, parts):
@@ -1190,7 +1178,6 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
                            when=True, table=True),
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
-    # Held connections (held presets, --hold): the memory before they opened and once all were held (CLIENT.md).
     "held_connections": figure("memory held", COUNT, "memory", when=True),
     "server_memory_kind": figure("memory server's", str, "memory", when=True),
     "server_memory_before_kib": figure("memory before", COUNT, "memory", "KiB", when=True),
@@ -1984,8 +1971,6 @@ def report(r, w, procs, cpu_not_measured=None):
                                            "client's own lag; add --procs or lower --rate".format(100 * KEPT_SCHEDULE)),
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
-            (getattr(r, "server_kib_per_held", None) is not None, "memory: the server's process tree, before the "
-             "connections opened and once all were held; the kernel's is the machine's, both ends on loopback"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
                                          "process below it, from /proc")):
         if applies:
