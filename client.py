@@ -77,6 +77,8 @@ NO_PORT = {errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", errno.EADDRNO
 NO_DESCRIPTOR = {errno.EMFILE, errno.ENFILE, getattr(errno, "WSAEMFILE", errno.EMFILE)}
 SELECT_MOST = 512  # sockets one select() takes on Windows (FD_SETSIZE), where there is neither epoll nor poll
 TLS_RECORD = 16384  # the most plaintext one TLS record carries
+# The kernel's caches of a TCP socket, as /proc/slabinfo names them (held connections: what the kernel keeps).
+SOCKET_SLABS = {"TCP", "TCPv6", "sock_inode_cache", "request_sock_TCP", "request_sock_TCPv6"}
 # Servers that speak only TLS: --all starts them with the test certificate and measures them with
 # --tls, verifying them against it (tests/tls/README: made for the tests, never to serve anything).
 TLS_SERVERS = {"echo_selectors_tls.py"}
@@ -96,6 +98,7 @@ class Workload:
     connect_timeout: float = 10.0
     budget: Optional[float] = None  # seconds the whole run may take (--all)
     hold: bool = False  # open every connection first, then send
+    idle: Optional[float] = None  # with hold: each echoes once as it opens; all held, idle this long, send the rest
     connecting: int = CONNECTING  # connects in flight
     connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
     seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
@@ -114,6 +117,7 @@ class Preset(NamedTuple):
     sizes: tuple = (32,)  # one table per size
     work: int = 0  # the servers' --work
     held: bool = False  # every connection opened (at most HELD_PACE a second) and held, then the messages
+    idle: Optional[float] = None  # held: each echoes once first, and all are held idle this long between
     scaled: bool = False  # --scale shrinks its connects
     seconds: Optional[float] = None  # each connection exchanges messages this long instead (wrk)
     rates: Optional[str] = None  # an open-loop sweep, as --rate takes the rates
@@ -139,7 +143,7 @@ PRESETS = {
 DEFAULT_SCENARIO = "article-100"
 # A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
 # then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
-SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
+SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False, "idle": None}
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
@@ -337,6 +341,8 @@ class Engine:
         c.seq += 1
         if (now - c.echo_started < self.seconds) if self.seconds else (c.seq < self.per_connection):
             return self.next_message(c, now)
+        if self.driver.holds(c):  # echoed once, held until every connection has (--idle)
+            return
         # All echoed: half-close, and the server must answer with EOF and nothing more.
         self.responses.append(now - c.scheduled)
         c.closing = True
@@ -632,17 +638,20 @@ class ClosedLoop:
     `connecting` connects are in flight (a burst of connects overflows the server's
     listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
     rate, at most that many start a second. With hold, every connection is opened
-    first; the workers meet at barrier; then the messages go."""
+    first (with idle, each echoes once too); the workers meet at barrier, and the parent
+    reads the memory they take; after idle seconds (if given), the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
-        self.connects, self.slots, self.hold = w.connects, w.connecting, w.hold
+        self.connects, self.slots, self.hold, self.idle, self.messages = w.connects, w.connecting, w.hold, w.idle, w.messages
         self.clients = [Client(cid) for cid in cids]
         self.active, self.in_flight = len(self.clients), 0
         self.queued = collections.deque()  # clients waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
-        self.held = []  # with hold: connected, waiting for the first message
+        self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
+        if self.hold and self.idle is not None:
+            engine.per_connection = 1  # the first echo; the rest once all are held (release())
         self.times = {}
 
     def start(self, now):
@@ -685,14 +694,19 @@ class ClosedLoop:
 
     def connected(self, c, now):
         self.connect_done(now)
+        return self.released or self.idle is not None or not self.holds(c)  # with idle: its first echo now
+
+    def holds(self, c):
+        """Hold c (open, not released), False where all go on (released)."""
         if self.released:
-            return True
+            return False
         c.deadline = float("inf")  # waits for the other connections, not for the server
-        self.held.append(c)
-        return False
+        self.held.add(c)
+        return True
 
     def ended(self, c, now, was_connecting):
         now = now or time.perf_counter()
+        self.held.discard(c)
         c.owner.done += 1
         if was_connecting:
             self.connect_done(now)
@@ -701,7 +715,7 @@ class ClosedLoop:
     def tick(self, now):
         if self.pace:
             self.connect_queued(now)
-        if not self.released and not self.in_flight and not self.queued:
+        if not self.released and not self.in_flight and not self.queued and self.engine.open == len(self.held):
             self.release()
         if self.pace and self.queued:
             return min(0.25, max(0.0, self.next_connect - now))
@@ -710,18 +724,20 @@ class ClosedLoop:
     def release(self):
         """Every connection is open (or failed): meet the other workers, then send."""
         self.released = True
-        self.times["held_at"] = time.perf_counter()
-        try:
+        self.times.update(held_at=time.perf_counter(), held=self.engine.open)
+        try:  # all held: the parent reads the memory they take, then meets the workers again
             self.barrier.wait(self.engine.connect_timeout)
+            self.barrier.wait(60)
         except threading.BrokenBarrierError:
             pass  # another worker is late or gone: go on, its errors are its own
+        time.sleep(self.idle or 0)  # held idle: a reset meanwhile shows at the next echo
+        self.engine.per_connection = self.messages
         now = self.times["echo_start"] = time.perf_counter()
-        for c in self.held:
-            if self.engine.by_fd.get(c.fd) is c:  # still open: a descriptor of one that failed may be another's now
-                try:
-                    self.engine.begin(c, now)
-                except OSError as e:  # reset while it waited
-                    self.engine.fail(c, e, now)
+        for c in list(self.held):  # each still open (one that failed has left the set)
+            try:
+                self.engine.begin(c, now)
+            except OSError as e:  # reset while it waited
+                self.engine.fail(c, e, now)
 
     def finish(self):
         if not self.released:
@@ -777,6 +793,9 @@ class OpenLoop:
 
     def connected(self, c, now):
         return True
+
+    def holds(self, c):
+        return False
 
     def ended(self, c, now, was_connecting):
         pass
@@ -855,9 +874,10 @@ def fit_descriptors(clients, procs):
             clients, procs, need, soft))
 
 
-def measure(host, port, w, procs, trace=None):
+def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
-    file trace, if given)."""
+    file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
+    says why) and the kernel, read before they open and once all are held (held_memory())."""
     if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
         procs = max(1, min(procs, round(w.rate * w.duration)))
         fit_descriptors(0, procs)
@@ -867,7 +887,7 @@ def measure(host, port, w, procs, trace=None):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    go, barrier = context.Event(), context.Barrier(procs)
+    go, barrier = context.Event(), context.Barrier(procs + 1)  # the parent meets the workers once all are held
     # The connects in flight are shared out over the workers, at least one each.
     per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
                                      connect_pace=w.connect_pace / procs if w.connect_pace else None)
@@ -885,8 +905,16 @@ def measure(host, port, w, procs, trace=None):
         for pipe in pipes:
             if not pipe.poll(60) or receive(pipe) != "ready":
                 die("a worker process did not start")
+        before = w.hold and not w.rate and held_memory(pid, unread)
         t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
         go.set()
+        if before:
+            try:  # the workers wait here once all their connections are open, then for this reading
+                barrier.wait(finish_bound(w))
+                after = dict(held_memory(pid, unread), client=memory([os.getpid()] + [x.pid for x in workers]))
+                barrier.wait(60)
+            except threading.BrokenBarrierError:
+                after = None
         parts = []
         for pipe in pipes:
             if not pipe.poll(finish_bound(w)):
@@ -901,7 +929,62 @@ def measure(host, port, w, procs, trace=None):
                 worker.join()
     if trace:
         write_trace(trace, t0, host, port, w, parts)
-    return (combine_open if w.rate else combine)(parts, w)
+    result = (combine_open if w.rate else combine)(parts, w)
+    return held_figures(result, sum(p["held"] for p in parts), before, after) if before else result
+
+
+def held_memory(pid, unread):
+    """What the server (process pid and those below it, as memory() reads them) and the kernel's TCP sockets take
+    now: {"server": (kind, KiB), "kernel": (kind, KiB)}, (None, why not) where it cannot be read (pid None: unread)."""
+    table = processes() if pid else None
+    server = memory([p.pid for p in descendants(pid, table)] if table else (), unread if not pid else None if table
+                    is None else "its process {} had ended".format(pid))
+    if not server[0]:
+        return {"server": server, "kernel": server}
+    try:  # the kernel's socket caches (root may read them): name, ..., pages a slab (5), ..., slabs in all (14)
+        with open("/proc/slabinfo") as f:
+            return {"server": server, "kernel": ("slabinfo", sum(int(r[5]) * int(r[14]) for r in map(
+                str.split, f) if r[0] in SOCKET_SLABS) * (os.sysconf("SC_PAGE_SIZE") // 1024))}
+    except OSError:  # else all of its slab, whatever else it holds
+        return {"server": server, "kernel": ("meminfo Slab", memory((), field="Slab:")[1])}
+
+
+def memory(pids, unread=None, field="Pss:"):
+    """(kind, KiB) of processes pids, summed: "PSS" from /proc/PID/smaps_rollup (a page n processes share counts
+    1/n), "RSS" (VmRSS) where the kernel has none; a process that ended meanwhile counts none. (None, why not) where
+    there is none to read (unread) or one cannot be read. pids (): field's line of /proc/meminfo."""
+    rollup = os.path.exists("/proc/self/smaps_rollup")
+    if not os.path.exists("/proc/self/status") or not pids and field == "Pss:":
+        return None, unread or "this system has no /proc (Linux only)"
+    kind, field = ("PSS", field) if rollup or not pids else ("RSS", "VmRSS:")
+    total = 0
+    for path in ["/proc/{}/{}".format(pid, "smaps_rollup" if rollup else "status") for pid in pids] or [
+            "/proc/meminfo"]:
+        try:
+            with open(path) as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith(field)), 0)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except OSError as e:
+            return None, "cannot read {} ({})".format(path, e.strerror or e)
+    return kind, total
+
+
+def held_figures(r, held, before, after):
+    """Run r with what its `held` connections cost, from held_memory()'s readings before they opened and once all
+    were held (None: the workers did not meet there): KiB in all and a held connection, or why not."""
+    if not after:
+        return dataclasses.replace(r, held_connections=held, memory_unread="the client's workers did not meet once "
+                                                                           "all their connections were open")
+    figures, whys = {"held_connections": held, "client_memory_kib": after["client"][0] and after["client"][1]}, []
+    for who, word in ("server", "memory"), ("kernel", "slab"):
+        (kind, low), (ok, high) = before[who], after[who]
+        if not (kind and ok):
+            whys.append(high if kind else low)
+            continue
+        figures.update({who + "_memory_kind": kind, "{}_{}_before_kib".format(who, word): low,
+                        "{}_{}_held_kib".format(who, word): high, who + "_kib_per_held": (high - low) / max(1, held)})
+    return dataclasses.replace(r, memory_unread="; ".join(dict.fromkeys(whys)) or None, **figures)
 
 
 def write_trace(path, t0, host, port, w, parts):
@@ -927,12 +1010,12 @@ def start_worker(worker, tries=3):
             note("a worker process did not start ({}): trying again".format(e))
 
 
-def measured(host, port, w, procs, read=None, why=None, trace=None):
+def measured(host, port, w, procs, read=None, why=None, trace=None, pid=None):
     """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None,
     (before, after): the two readings), or (record, why its server's CPU is not in it: why, where there is no
-    reading, None)."""
+    reading, None). pid: the server's process, for held connections' memory (where None, why says why)."""
     before = read() if read else None
-    result = measure(host, port, w, procs, trace)
+    result = measure(host, port, w, procs, trace, pid, why)
     if before is None:
         return result, why, None
     after = read()
@@ -1095,6 +1178,17 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
                            when=True, table=True),
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
+    "held_connections": figure("memory held", COUNT, "memory", when=True),
+    "server_memory_kind": figure("memory server's", str, "memory", when=True),
+    "server_memory_before_kib": figure("memory before", COUNT, "memory", "KiB", when=True),
+    "server_memory_held_kib": figure("memory when held", COUNT, "memory", "KiB", when=True),
+    "server_kib_per_held": figure("memory a held connection", "{:,.2f}", "memory", "KiB", when=True),
+    "kernel_memory_kind": figure("kernel sockets from", str, "kernel", when=True),
+    "kernel_slab_before_kib": figure("kernel before", COUNT, "kernel", "KiB", when=True),
+    "kernel_slab_held_kib": figure("kernel when held", COUNT, "kernel", "KiB", when=True),
+    "kernel_kib_per_held": figure("kernel a held connection (both ends)", "{:,.2f}", "kernel", "KiB", when=True),
+    "memory_unread": figure("memory not read:", str, "memory", when=True),
+    "client_memory_kib": figure("memory the client's own", COUNT, "memory", "KiB", when=True),
     **client_figures("message", False),  # --all's rows are runs without an error
 })
 
@@ -1215,8 +1309,9 @@ def combine(parts, w):
     # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
     # did not is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
-    return Run(**figures, expected=expected, wall_s=wall,
-               msgs_per_s=messages / rated if rated else 0.0, mb_per_s=messages * w.size / rated / 1e6 if rated else 0.0,
+    rated_messages = messages - sum(p["held"] for p in parts) if w.idle is not None else messages  # less the first
+    return Run(**figures, expected=expected, wall_s=wall, msgs_per_s=rated_messages / rated if rated else 0.0,
+               mb_per_s=rated_messages * w.size / rated / 1e6 if rated else 0.0,
                conns_per_s=connections / wall if wall else 0.0, p50_ms=percentile(ordered, 0.50),
                p90_ms=percentile(ordered, 0.90), p99_ms=percentile(ordered, 0.99), max_ms=percentile(ordered, 1.0))
 
@@ -1756,7 +1851,8 @@ def run_all(args, scenarios, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu,
+                                         pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
                 for pid, used in spread.items():
@@ -2092,7 +2188,7 @@ def whole(value):
 def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
-                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold,
+                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
                  connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency, duration=args.duration,
                  seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
@@ -2122,7 +2218,7 @@ def scenarios_from(args):
     for name, p in ((name, PRESETS[name]) for name in asked if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
-                     hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
+                     hold=p.held, idle=p.idle, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
         if p.held:
             # A message may wait behind every client's --work on one core, twice over for a shared machine.
             queue_s = 2 * p.clients * work_seconds(p.work)
@@ -2153,6 +2249,7 @@ def parse_args(argv):
     messages = connections * (args.messages or (1 if rate else 50))
     for wrong, message in (  # the first that applies is said
             (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
+            (args.idle is not None and not args.hold, "--idle holds connections idle: use it with --hold"),
             (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
                                     "for --duration"),
             (rate and args.hold, "--rate starts connections on a clock; --hold is for the closed loop"),
@@ -2216,6 +2313,8 @@ def build_parser():
         **SHAPE))
     group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
+    group("--idle", type=number(0, 3600, float), metavar="S", help="with --hold, each echoes once first; all held S "
+          "seconds between")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))
@@ -2263,7 +2362,7 @@ def one_server(args, local):
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
     result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
-                              why, args.trace)
+                              why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if args.json:
