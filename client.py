@@ -118,6 +118,7 @@ class Preset(NamedTuple):
     work: int = 0  # the servers' --work
     held: bool = False  # every connection opened (at most HELD_PACE a second) and held, then the messages
     idle: Optional[float] = None  # held: each echoes once first, and all are held idle this long between
+    after: Optional[str] = None  # --all runs it first, and this one only on the servers that passed it
     scaled: bool = False  # --scale shrinks its connects
     seconds: Optional[float] = None  # each connection exchanges messages this long instead (wrk)
     rates: Optional[str] = None  # an open-loop sweep, as --rate takes the rates
@@ -132,6 +133,9 @@ PRESETS = {
     "c1k": Preset(1000, 1, 100, held=True),  # 1,000 / 10,000 concurrent connections, 100 messages each
     "c10k": Preset(10000, 1, 100, held=True),
     "c10k-cpu": Preset(10000, work=100000, held=True),
+    # What a held connection costs (its memory): one echo each, all held idle 3 s, one more each.
+    "held-10k": Preset(10000, 1, 2, held=True, idle=3.0),
+    "c100k": Preset(100000, 1, 2, held=True, idle=3.0, after="held-10k"),
     "bulk": Preset(20, 5, 500, sizes=(1024, 4096, 65536)),  # messages of 1, 4 and 64 KB
     "pingpong": Preset(50, 40, 1),  # one message per connection: the connection rate
     # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections opened at once.
@@ -855,11 +859,12 @@ def cpu_seconds():
 
 # ---------------------------------------------------------------- measuring
 
-def fit_descriptors(clients, procs):
-    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); where the clients do not
-    fit, say so in one line and exit (0 clients: nothing to fit). Windows has no such limit to raise."""
+def fit_descriptors(clients, procs, grow=False):
+    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); return procs, or with grow as
+    many more as each one's share of the clients needs to fit; where they do not, say so in one line and exit (0
+    clients: nothing to fit). Windows has no such limit to raise."""
     if resource is None:
-        return
+        return procs
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
@@ -868,10 +873,12 @@ def fit_descriptors(clients, procs):
         except (ValueError, OSError):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    procs = max(procs, -(-clients // max(1, soft - 64))) if grow else procs
     need = -(-clients // procs) + 64
     if clients and soft < need:
         die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
             clients, procs, need, soft))
+    return procs
 
 
 def measure(host, port, w, procs, trace=None, pid=None, unread=None):
@@ -1833,15 +1840,21 @@ def sweep_all(args, swept, entries, skipped):
 def run_all(args, scenarios, entries, skipped):
     """Each closed-loop scenario (scenarios_from()'s) against every server, their runs interleaved: a table of
     ranked rows each (those that cannot run here go to skipped)."""
-    tables = []
+    tables, rows_of = [], {}  # {label: {entry: its row}}
     for label, w, work in scenarios:
-        fit_descriptors(w.clients, args.procs)
-        servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
-                   if not skip(skipped, server)]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
+        procs = fit_descriptors(w.clients, args.procs, grow=True)
+        after = PRESETS[label].after if label in PRESETS else None  # only the servers that passed it
+        passed = [e for e in entries if not after or e in rows_of[after] and not rows_of[after][e]["failed"]]
+        started = [(e, RunningServer(e[0], work, e[1] + workers_for(e[0], e[1], w.clients))) for e in passed]
+        started = [(e, server) for e, server in started if not skip(skipped, server)]
+        servers = [server for _, server in started]
+        rows_of[label] = {e: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for e, s in started}
+        rows = {row["server"]: row for row in rows_of[label].values()}
+        rows.update({row["server"]: dict(row, runs=[], worker_cpu={}, failed="not run: it did not hold " + after)
+                     for e, row in rows_of.get(after, {}).items() if e not in passed})
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
-                                   seconds=w.seconds and 1.0)
+                                   seconds=w.seconds and 1.0, idle=None)
         plan = [(0, s, warm) for s in servers] + [
             (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
         for step, (rep, server, load) in enumerate(plan, 1):
@@ -1851,7 +1864,7 @@ def run_all(args, scenarios, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu,
+            result, why, read = measured("127.0.0.1", server.port, server.load(load), procs, server.cpu,
                                          pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
@@ -1872,6 +1885,17 @@ def run_all(args, scenarios, entries, skipped):
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
+
+
+def workers_for(script, extra, clients):
+    """("--workers", N) for a pool of worker processes (as its --help says) whose default share of clients would not
+    fit under the descriptor limit, with room for SO_REUSEPORT's uneven hash (a quarter more); else ()."""
+    said = re.search(r"--workers N worker processes \(default: ([^)]*)\)", " ".join(servers_help([script])[
+        script].split()))
+    if resource is None or not said or "--workers" in " ".join(extra):
+        return ()
+    need = math.ceil(1.25 * clients / max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64))
+    return ("--workers", str(need)) if need > int(re.findall(r"\d+", said.group(1))[-1]) else ()
 
 
 def skip_runs(plan, done, server, label, why):
@@ -2214,7 +2238,7 @@ def scenarios_from(args):
     if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    asked = args.scenario or [DEFAULT_SCENARIO]
+    asked = dict.fromkeys(n for name in args.scenario or [DEFAULT_SCENARIO] for n in (PRESETS[name].after, name) if n)
     for name, p in ((name, PRESETS[name]) for name in asked if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
@@ -2225,7 +2249,7 @@ def scenarios_from(args):
             total = p.clients * p.connects * p.messages
             w = dataclasses.replace(w, connect_timeout=max(args.timeout, CONNECT_FLOOR),
                                     timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
-                                    budget=math.ceil(CONNECT_FLOOR + (p.seconds or 0) + total / SLOWEST
+                                    budget=math.ceil(CONNECT_FLOOR + (p.seconds or p.idle or 0) + total / SLOWEST
                                                      + total / p.clients * queue_s))
         for size in p.sizes:
             label = name if len(p.sizes) == 1 else "{}-{}".format(name, size)
@@ -2249,7 +2273,8 @@ def parse_args(argv):
     messages = connections * (args.messages or (1 if rate else 50))
     for wrong, message in (  # the first that applies is said
             (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
-            (args.idle is not None and not args.hold, "--idle holds connections idle: use it with --hold"),
+            (args.idle is not None and (not args.hold or (args.messages or 50) < 2), "--idle holds connections between their "
+             "first echo and the rest: use it with --hold and --messages 2 or more"),
             (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
                                     "for --duration"),
             (rate and args.hold, "--rate starts connections on a clock; --hold is for the closed loop"),

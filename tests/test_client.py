@@ -880,3 +880,22 @@ def test_held_connections_cost_what_the_server_keeps_for_each(start_server, tmp_
         300 * figures["server_kib_per_held"])
     assert keep - 0.5 <= figures["server_kib_per_held"] <= keep + 4, figures
     assert figures["kernel_kib_per_held"] > 0 and figures["client_memory_kib"] > 1000
+
+
+def test_c100k_runs_after_held_10k_with_workers_and_procs_that_fit(client_module):
+    """--scenario c100k runs held-10k first (c100k goes only to the servers that held it); a pool of worker processes
+    gets enough --workers, and the client enough processes, for each share to fit under the descriptor limit."""
+    args = client_module.parse_args(["--all", "--scenario", "c100k"])
+    assert [(label, w.clients, w.messages, w.idle) for label, w, _ in client_module.scenarios_from(args)] == [
+        ("held-10k", 10000, 2, 3.0), ("c100k", 100000, 2, 3.0)]
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # fit_descriptors() raises it to the hard limit
+    procs = client_module.fit_descriptors(100000, 2, grow=True)
+    assert -(-100000 // procs) + 64 <= soft and procs >= 2
+    workers = client_module.workers_for(ROOT / "echo_reuseport.py", (), 100000)
+    if 1.25 * 100000 / (soft - 64) > 2:
+        assert workers[0] == "--workers" and (int(workers[1]) - 1) * (soft - 64) < 1.25 * 100000 <= int(
+            workers[1]) * (soft - 64)
+    assert client_module.workers_for(ROOT / "echo_epoll.py", (), 100000) == ()  # one process: no --workers
+    assert client_module.workers_for(ROOT / "echo_prethread.py", (), 100000) == ()  # threads share its limit
+    assert client_module.workers_for(ROOT / "echo_reuseport.py", ("--workers", "3"), 100000) == ()  # as given
