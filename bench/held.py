@@ -10,7 +10,8 @@ that finds its limit here, again by client.py --all (--repeat 1), each size one 
 - one that did not hold 10,000, at 1,000 (c1k's size: select() stops at descriptor 1,024);
 - one that did, at 100,000 (c100k) where this machine's descriptor limit allows it: a server of worker processes
   with enough --workers that each holds at most three quarters of the limit (--workers 7 under 20,000), and
-  client.py with enough --procs; one process where its limit holds 100,000 and more;
+  client.py with enough --procs; one process where its limit holds 100,000 and more (client.py runs held-10k on
+  them again first, as it does before c100k: the records keep that table too, the table reads c100k's);
 - else, a single process at the most it holds under its limit, in thousands, 1,000 descriptors spare (19,000
   under 20,000): it is not run at 100,000, and the records say why in one line.
 The other sizes are held-10k's shape at that size: `--clients N --connects 1 --messages 2 --hold --idle S`.
@@ -102,8 +103,10 @@ def hold(n, servers, limit, runs):
 
 
 def rows_of(run):
-    """A kept run's rows, as client.py --json writes them (dicts)."""
-    return [row for t in run["results"].get("tables", []) for row in t["rows"]]
+    """A kept run's rows of its size, as client.py --json writes them (dicts): its preset's table, or its shape's
+    ("custom"), not the preset client.py runs before it (c100k's held-10k, on the same servers)."""
+    return [row for t in run["results"].get("tables", []) if t["scenario"] == PRESET.get(run["held"], "custom")
+            for row in t["rows"]]
 
 
 def measure(scripts):
