@@ -881,6 +881,25 @@ def fit_descriptors(clients, procs, grow=False):
     return procs
 
 
+def too_few_descriptors(pid, clients, pool=True):
+    """Why the server, process pid, cannot hold clients connections, in one line, where its descriptor limit
+    (/proc/PID/limits) says so: one process holds them all, or with pool its workers (the processes below it) a share
+    each. None where they fit, or where it cannot be read."""
+    table = processes()
+    workers = max(1, len(descendants(pid, table)) - 1) if table and pool else 1
+    try:
+        with open("/proc/{}/limits".format(pid)) as f:
+            soft, hard = next(line.split()[3:5] for line in f if line.startswith("Max open files"))
+    except (OSError, StopIteration):
+        return None
+    if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft):
+        return None
+    return "{:,} connections do not fit {}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root " \
+           "raises it in limits.conf or systemd's LimitNOFILE){}".format(clients, "in one process" if workers == 1 else
+                                                                   "in {} worker processes".format(workers), int(soft),
+                                                                   hard, "" if workers == 1 else "; or more --workers")
+
+
 def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
     file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
@@ -1852,6 +1871,11 @@ def run_all(args, scenarios, entries, skipped):
         rows = {row["server"]: row for row in rows_of[label].values()}
         rows.update({row["server"]: dict(row, runs=[], worker_cpu={}, failed="not run: it did not hold " + after)
                      for e, row in rows_of.get(after, {}).items() if e not in passed})
+        for (script, _), server in started:  # one process holding them all, too few descriptors: not run at all
+            short = w.hold and server.port and too_few_descriptors(server.proc.pid, w.clients, pool=False)
+            if short and pool_workers(script) is None:
+                rows[server.name]["failed"] = short
+                server.stop()
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
                                    seconds=w.seconds and 1.0, idle=None)
@@ -1887,15 +1911,20 @@ def run_all(args, scenarios, entries, skipped):
     return tables
 
 
-def workers_for(script, extra, clients):
-    """("--workers", N) for a pool of worker processes (as its --help says) whose default share of clients would not
-    fit under the descriptor limit, with room for SO_REUSEPORT's uneven hash (a quarter more); else ()."""
+def pool_workers(script):
+    """The default --workers of a pool of worker processes, as its --help says; None for any other server."""
     said = re.search(r"--workers N worker processes \(default: ([^)]*)\)", " ".join(servers_help([script])[
         script].split()))
-    if resource is None or not said or "--workers" in " ".join(extra):
+    return int(re.findall(r"\d+", said.group(1))[-1]) if said else None
+
+
+def workers_for(script, extra, clients):
+    """("--workers", N) for a pool of worker processes whose default share of clients would not fit under the
+    descriptor limit, with room for SO_REUSEPORT's uneven hash (a quarter more); else ()."""
+    if resource is None or pool_workers(script) is None or "--workers" in " ".join(extra):
         return ()
     need = math.ceil(1.25 * clients / max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64))
-    return ("--workers", str(need)) if need > int(re.findall(r"\d+", said.group(1))[-1]) else ()
+    return ("--workers", str(need)) if need > pool_workers(script) else ()
 
 
 def skip_runs(plan, done, server, label, why):
@@ -2386,6 +2415,9 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
+    short = pid and args.rate is None and too_few_descriptors(pid, args.clients)
+    if short:  # before anything starts: never EMFILE half-way
+        die("the server on port {}: {}".format(args.port, short))
     result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
                               why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile

@@ -899,3 +899,13 @@ def test_c100k_runs_after_held_10k_with_workers_and_procs_that_fit(client_module
     assert client_module.workers_for(ROOT / "echo_epoll.py", (), 100000) == ()  # one process: no --workers
     assert client_module.workers_for(ROOT / "echo_prethread.py", (), 100000) == ()  # threads share its limit
     assert client_module.workers_for(ROOT / "echo_reuseport.py", ("--workers", "3"), 100000) == ()  # as given
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="the server's limit is read from /proc (Linux)")
+def test_a_server_whose_descriptor_limit_is_too_low_is_refused_in_one_line_before_anything_starts(start_server):
+    import resource
+    server = start_server("echo_epoll.py", rlimits={resource.RLIMIT_NOFILE: 200})
+    result = client("--port", str(server.port), "--clients", "300", "--connects", "1", "--hold")
+    assert result.returncode == 1 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert "300 connections do not fit in one process: its descriptors are limited to 200 (ulimit -n" in result.stderr
+    assert "]Accept:" not in server.stdout(), "nothing was started: not one connection"
