@@ -77,7 +77,7 @@ async def recv_send(loop, sock):  # the article's name and parameters
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
         # An idle client holds no buffer: it borrows one once it has sent something (False once a stop came).
-        while await wait_for_chunk(ready(sock, loop.add_reader, loop.remove_reader), sock, deadline):
+        while await wait_for_chunk(ready(fd, loop.add_reader, loop.remove_reader), sock, deadline):
             with borrowed_buffer() as buffer:
                 data = buffer[:await loop.sock_recv_into(sock, buffer)]
                 if not data:  # nothing read is EOF, the client's close: the loop ends
@@ -112,7 +112,9 @@ async def send_all(sock, data, deadline):
 
 async def ready(sock, add, remove):
     """Wait until sock is ready: add and remove are the loop's add_reader and
-    remove_reader (for a listening socket, until a client waits) or _writer."""
+    remove_reader (for a listening socket, until a client waits) or _writer; True.
+    A client waiting for each chunk is given by number: asyncio spells out a
+    socket object it does not watch yet (its repr()), at a cost each time."""
     future = asyncio.get_running_loop().create_future()
     add(sock, future.set_result, True)
     try:
