@@ -701,12 +701,11 @@ class ClosedLoop:
         return self.released or self.idle is not None or not self.holds(c)  # with idle: its first echo now
 
     def holds(self, c):
-        """Hold c (open, not released), False where all go on (released)."""
-        if self.released:
-            return False
-        c.deadline = float("inf")  # waits for the other connections, not for the server
-        self.held.add(c)
-        return True
+        """Hold c (open, not released), or False: all go on (released)."""
+        if not self.released:
+            c.deadline = float("inf")  # waits for the other connections, not for the server
+            self.held.add(c)
+        return not self.released
 
     def ended(self, c, now, was_connecting):
         now = now or time.perf_counter()
@@ -892,12 +891,10 @@ def too_few_descriptors(pid, clients, pool=True):
             soft, hard = next(line.split()[3:5] for line in f if line.startswith("Max open files"))
     except (OSError, StopIteration):
         return None
-    if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft):
-        return None
-    return "{:,} connections do not fit {}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root " \
-           "raises it in limits.conf or systemd's LimitNOFILE){}".format(clients, "in one process" if workers == 1 else
-                                                                   "in {} worker processes".format(workers), int(soft),
-                                                                   hard, "" if workers == 1 else "; or more --workers")
+    where = "one process" if workers == 1 else "{} worker processes (or start it with more --workers)".format(workers)
+    return None if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft) else "{:,} connections do not fit in " \
+        "{}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root raises it in limits.conf or " \
+        "systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
 
 
 def measure(host, port, w, procs, trace=None, pid=None, unread=None):
@@ -999,9 +996,8 @@ def memory(pids, unread=None, field="Pss:"):
 def held_figures(r, held, before, after):
     """Run r with what its `held` connections cost, from held_memory()'s readings before they opened and once all
     were held (None: the workers did not meet there): KiB in all and a held connection, or why not."""
-    if not after:
-        return dataclasses.replace(r, held_connections=held, memory_unread="the client's workers did not meet once "
-                                                                           "all their connections were open")
+    after = after or dict.fromkeys(("server", "kernel", "client"), (None, "the client's workers did not meet once all "
+                                                                        "their connections were open"))
     figures, whys = {"held_connections": held, "client_memory_kib": after["client"][0] and after["client"][1]}, []
     for who, word in ("server", "memory"), ("kernel", "slab"):
         (kind, low), (ok, high) = before[who], after[who]
