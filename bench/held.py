@@ -142,15 +142,17 @@ def measure(scripts):
 def most_held(record):
     """Each server of the records at the most it held: [{"server": its file, "flags": what it ran with there,
     "held": how many (None: not the fewest asked), "row": client.py's row there (a dict, None where it held none),
-    "stopped": (the next size, why in one line) or None}], the cheapest a held connection first, those that held
-    none last."""
+    "sizes": {each size it held: its row there}, "stopped": (the next size, why in one line) or None}], the cheapest
+    a held connection first, those that held none last."""
     found = {}
     for run in sorted(record["runs"], key=lambda run: run["held"]):
         for row in rows_of(run):
             name, *flags = row["server"].split(" (")[0].split()
-            s = found.setdefault(name, {"server": name, "flags": "", "held": None, "row": None, "stopped": None})
+            s = found.setdefault(name, {"server": name, "flags": "", "held": None, "row": None, "sizes": {},
+                                        "stopped": None})
             if not row["failed"]:
                 s.update(held=run["held"], row=row, flags=" ".join(flags), stopped=None)
+                s["sizes"][run["held"]] = row
             elif s["stopped"] is None:  # the first size it did not hold
                 s["stopped"] = (run["held"], row["failed"])
     for name, why in record.get("not_run", {}).items():
