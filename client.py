@@ -78,6 +78,8 @@ NO_PORT = {errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", errno.EADDRNO
 NO_DESCRIPTOR = {errno.EMFILE, errno.ENFILE, getattr(errno, "WSAEMFILE", errno.EMFILE)}
 SELECT_MOST = 512  # sockets one select() takes on Windows (FD_SETSIZE), where there is neither epoll nor poll
 TLS_RECORD = 16384  # the most plaintext one TLS record carries
+# The kernel's caches of a TCP socket, as /proc/slabinfo names them (held connections: what the kernel keeps).
+SOCKET_SLABS = {"TCP", "TCPv6", "sock_inode_cache", "request_sock_TCP", "request_sock_TCPv6"}
 # Servers that speak only TLS: --all starts them with the test certificate and measures them with
 # --tls, verifying them against it (tests/tls/README: made for the tests, never to serve anything).
 TLS_SERVERS = {"echo_selectors_tls.py"}
@@ -97,6 +99,7 @@ class Workload:
     connect_timeout: float = 10.0
     budget: Optional[float] = None  # seconds the whole run may take (--all)
     hold: bool = False  # open every connection first, then send
+    idle: Optional[float] = None  # with hold: each echoes once as it opens; all held, idle this long, send the rest
     connecting: int = CONNECTING  # connects in flight
     connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
     seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
@@ -115,6 +118,8 @@ class Preset(NamedTuple):
     sizes: tuple = (32,)  # one table per size
     work: int = 0  # the servers' --work
     held: bool = False  # every connection opened (at most HELD_PACE a second) and held, then the messages
+    idle: Optional[float] = None  # held: each echoes once first, and all are held idle this long between
+    after: Optional[str] = None  # --all runs it first, and this one only on the servers that passed it
     scaled: bool = False  # --scale shrinks its connects
     seconds: Optional[float] = None  # each connection exchanges messages this long instead (wrk)
     rates: Optional[str] = None  # an open-loop sweep, as --rate takes the rates
@@ -129,6 +134,9 @@ PRESETS = {
     "c1k": Preset(1000, 1, 100, held=True),  # 1,000 / 10,000 concurrent connections, 100 messages each
     "c10k": Preset(10000, 1, 100, held=True),
     "c10k-cpu": Preset(10000, work=100000, held=True),
+    # What a held connection costs (its memory): one echo each, all held idle 3 s, one more each.
+    "held-10k": Preset(10000, 1, 2, held=True, idle=3.0),
+    "c100k": Preset(100000, 1, 2, held=True, idle=3.0, after="held-10k"),
     "bulk": Preset(20, 5, 500, sizes=(1024, 4096, 65536)),  # messages of 1, 4 and 64 KB
     "pingpong": Preset(50, 40, 1),  # one message per connection: the connection rate
     # wrk's shape (-c100 -d10s in the 2017 shared-socket post): long-lived connections opened at once.
@@ -140,7 +148,7 @@ PRESETS = {
 DEFAULT_SCENARIO = "article-100"
 # A load shape, and its defaults: its flags default to None, so that one given (even --clients 50) is seen (--all
 # then runs it as "custom"); --messages' default is the loop's (50 closed, 1 open).
-SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False}
+SHAPE = {"clients": 50, "connects": 5, "messages": None, "size": 32, "seconds": None, "hold": False, "idle": None}
 # Open loop (--rate). A sweep's knee: the highest offered rate whose step had no error, replies
 # within 5 % of the offered rate, and a p99 response time (from the schedule) at most 100 ms.
 KNEE_RULE = {"max_errors": 0, "min_reply_ratio": 0.95, "max_p99_ms": 100.0}
@@ -342,6 +350,8 @@ class Engine:
         c.seq += 1
         if (now - c.echo_started < self.seconds) if self.seconds else (c.seq < self.per_connection):
             return self.next_message(c, now)
+        if self.driver.holds(c):  # echoed once, held until every connection has (--idle)
+            return
         # All echoed: half-close, and the server must answer with EOF and nothing more.
         self.responses.append(now - c.scheduled)
         c.closing = True
@@ -637,17 +647,20 @@ class ClosedLoop:
     `connecting` connects are in flight (a burst of connects overflows the server's
     listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
     rate, at most that many start a second. With hold, every connection is opened
-    first; the workers meet at barrier; then the messages go."""
+    first (with idle, each echoes once too); the workers meet at barrier, and the parent
+    reads the memory they take; after idle seconds (if given), the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
-        self.connects, self.slots, self.hold = w.connects, w.connecting, w.hold
+        self.connects, self.slots, self.hold, self.idle, self.messages = w.connects, w.connecting, w.hold, w.idle, w.messages
         self.clients = [Client(cid) for cid in cids]
         self.active, self.in_flight = len(self.clients), 0
         self.queued = collections.deque()  # clients waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
-        self.held = []  # with hold: connected, waiting for the first message
+        self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
+        if self.hold and self.idle is not None:
+            engine.per_connection = 1  # the first echo; the rest once all are held (release())
         self.times = {}
 
     def start(self, now):
@@ -690,14 +703,18 @@ class ClosedLoop:
 
     def connected(self, c, now):
         self.connect_done(now)
-        if self.released:
-            return True
-        c.deadline = float("inf")  # waits for the other connections, not for the server
-        self.held.append(c)
-        return False
+        return self.released or self.idle is not None or not self.holds(c)  # with idle: its first echo now
+
+    def holds(self, c):
+        """Hold c (open, not released), or False: all go on (released)."""
+        if not self.released:
+            c.deadline = float("inf")  # waits for the other connections, not for the server
+            self.held.add(c)
+        return not self.released
 
     def ended(self, c, now, was_connecting):
         now = now or time.perf_counter()
+        self.held.discard(c)
         c.owner.done += 1
         if was_connecting:
             self.connect_done(now)
@@ -706,7 +723,7 @@ class ClosedLoop:
     def tick(self, now):
         if self.pace:
             self.connect_queued(now)
-        if not self.released and not self.in_flight and not self.queued:
+        if not self.released and not self.in_flight and not self.queued and self.engine.open == len(self.held):
             self.release()
         if self.pace and self.queued:
             return min(0.25, max(0.0, self.next_connect - now))
@@ -715,18 +732,20 @@ class ClosedLoop:
     def release(self):
         """Every connection is open (or failed): meet the other workers, then send."""
         self.released = True
-        self.times["held_at"] = time.perf_counter()
-        try:
+        self.times.update(held_at=time.perf_counter(), held=self.engine.open)
+        try:  # all held: the parent reads the memory they take, then meets the workers again
             self.barrier.wait(self.engine.connect_timeout)
+            self.barrier.wait(60)
         except threading.BrokenBarrierError:
             pass  # another worker is late or gone: go on, its errors are its own
+        time.sleep(self.idle or 0)  # held idle: a reset meanwhile shows at the next echo
+        self.engine.per_connection = self.messages
         now = self.times["echo_start"] = time.perf_counter()
-        for c in self.held:
-            if self.engine.by_fd.get(c.fd) is c:  # still open: a descriptor of one that failed may be another's now
-                try:
-                    self.engine.begin(c, now)
-                except OSError as e:  # reset while it waited
-                    self.engine.fail(c, e, now)
+        for c in list(self.held):  # each still open (one that failed has left the set)
+            try:
+                self.engine.begin(c, now)
+            except OSError as e:  # reset while it waited
+                self.engine.fail(c, e, now)
 
     def finish(self):
         if not self.released:
@@ -782,6 +801,9 @@ class OpenLoop:
 
     def connected(self, c, now):
         return True
+
+    def holds(self, c):
+        return False
 
     def ended(self, c, now, was_connecting):
         pass
@@ -841,11 +863,12 @@ def cpu_seconds():
 
 # ---------------------------------------------------------------- measuring
 
-def fit_descriptors(clients, procs):
-    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); where the clients do not
-    fit, say so in one line and exit (0 clients: nothing to fit). Windows has no such limit to raise."""
+def fit_descriptors(clients, procs, grow=False):
+    """Raise RLIMIT_NOFILE to the hard limit (servers started by --all inherit it); return procs, or with grow as
+    many more as each one's share of the clients needs to fit; where they do not, say so in one line and exit (0
+    clients: nothing to fit). Windows has no such limit to raise."""
     if resource is None:
-        return
+        return procs
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
@@ -854,15 +877,35 @@ def fit_descriptors(clients, procs):
         except (ValueError, OSError):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    procs = max(procs, -(-clients // max(1, soft - 64))) if grow else procs
     need = -(-clients // procs) + 64
     if clients and soft < need:
         die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
             clients, procs, need, soft))
+    return procs
 
 
-def measure(host, port, w, procs, trace=None):
+def too_few_descriptors(pid, clients, pool=True):
+    """Why the server, process pid, cannot hold clients connections, in one line, where its descriptor limit
+    (/proc/PID/limits) says so: one process holds them all, or with pool its workers (the processes below it) a share
+    each. None where they fit, or where it cannot be read."""
+    table = processes()
+    workers = max(1, len(descendants(pid, table)) - 1) if table and pool else 1
+    try:
+        with open("/proc/{}/limits".format(pid)) as f:
+            soft, hard = next(line.split()[3:5] for line in f if line.startswith("Max open files"))
+    except (OSError, StopIteration):
+        return None
+    where = "one process" if workers == 1 else "{} worker processes (or start it with more --workers)".format(workers)
+    return None if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft) else "{:,} connections do not fit in " \
+        "{}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root raises it in limits.conf or " \
+        "systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
+
+
+def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
-    file trace, if given)."""
+    file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
+    says why) and the kernel, read before they open and once all are held (held_memory())."""
     if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
         procs = max(1, min(procs, round(w.rate * w.duration)))
         fit_descriptors(0, procs)
@@ -872,7 +915,7 @@ def measure(host, port, w, procs, trace=None):
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
-    go, barrier = context.Event(), context.Barrier(procs)
+    go, barrier = context.Event(), context.Barrier(procs + 1)  # the parent meets the workers once all are held
     # The connects in flight are shared out over the workers, at least one each.
     per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
                                      connect_pace=w.connect_pace / procs if w.connect_pace else None)
@@ -890,8 +933,16 @@ def measure(host, port, w, procs, trace=None):
         for pipe in pipes:
             if not pipe.poll(60) or receive(pipe) != "ready":
                 die("a worker process did not start")
+        before = w.hold and not w.rate and held_memory(pid, unread)
         t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
         go.set()
+        if before:
+            try:  # the workers wait here once all their connections are open, then for this reading
+                barrier.wait(finish_bound(w))
+                after = dict(held_memory(pid, unread), client=memory([os.getpid()] + [x.pid for x in workers]))
+                barrier.wait(60)
+            except threading.BrokenBarrierError:
+                after = None
         parts = []
         for pipe in pipes:
             if not pipe.poll(finish_bound(w)):
@@ -906,7 +957,61 @@ def measure(host, port, w, procs, trace=None):
                 worker.join()
     if trace:
         write_trace(trace, t0, host, port, w, parts)
-    return (combine_open if w.rate else combine)(parts, w)
+    result = (combine_open if w.rate else combine)(parts, w)
+    return held_figures(result, sum(p["held"] for p in parts), before, after) if before else result
+
+
+def held_memory(pid, unread):
+    """What the server (process pid and those below it, as memory() reads them) and the kernel's TCP sockets take
+    now: {"server": (kind, KiB), "kernel": (kind, KiB)}, (None, why not) where it cannot be read (pid None: unread)."""
+    table = processes() if pid else None
+    server = memory([p.pid for p in descendants(pid, table)] if table else (), unread if not pid else None if table
+                    is None else "its process {} had ended".format(pid))
+    if not server[0]:
+        return {"server": server, "kernel": server}
+    try:  # the kernel's socket caches (root may read them): name, ..., pages a slab (5), ..., slabs in all (14)
+        with open("/proc/slabinfo") as f:
+            return {"server": server, "kernel": ("slabinfo", sum(int(r[5]) * int(r[14]) for r in map(
+                str.split, f) if r[0] in SOCKET_SLABS) * (os.sysconf("SC_PAGE_SIZE") // 1024))}
+    except OSError:  # else all of its slab, whatever else it holds
+        return {"server": server, "kernel": ("meminfo Slab", memory((), field="Slab:")[1])}
+
+
+def memory(pids, unread=None, field="Pss:"):
+    """(kind, KiB) of processes pids, summed: "PSS" from /proc/PID/smaps_rollup (a page n processes share counts
+    1/n), "RSS" (VmRSS) where the kernel has none; a process that ended meanwhile counts none. (None, why not) where
+    there is none to read (unread) or one cannot be read. pids (): field's line of /proc/meminfo."""
+    rollup = os.path.exists("/proc/self/smaps_rollup")
+    if not os.path.exists("/proc/self/status") or not pids and field == "Pss:":
+        return None, unread or "this system has no /proc (Linux only)"
+    kind, field = ("PSS", field) if rollup or not pids else ("RSS", "VmRSS:")
+    total = 0
+    for path in ["/proc/{}/{}".format(pid, "smaps_rollup" if rollup else "status") for pid in pids] or [
+            "/proc/meminfo"]:
+        try:
+            with open(path) as f:
+                total += next((int(line.split()[1]) for line in f if line.startswith(field)), 0)
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        except OSError as e:
+            return None, "cannot read {} ({})".format(path, e.strerror or e)
+    return kind, total
+
+
+def held_figures(r, held, before, after):
+    """Run r with what its `held` connections cost, from held_memory()'s readings before they opened and once all
+    were held (None: the workers did not meet there): KiB in all and a held connection, or why not."""
+    after = after or dict.fromkeys(("server", "kernel", "client"), (None, "the client's workers did not meet once all "
+                                                                        "their connections were open"))
+    figures, whys = {"held_connections": held, "client_memory_kib": after["client"][0] and after["client"][1]}, []
+    for who, word in ("server", "memory"), ("kernel", "slab"):
+        (kind, low), (ok, high) = before[who], after[who]
+        if not (kind and ok):
+            whys.append(high if kind else low)
+            continue
+        figures.update({who + "_memory_kind": kind, "{}_{}_before_kib".format(who, word): low,
+                        "{}_{}_held_kib".format(who, word): high, who + "_kib_per_held": (high - low) / max(1, held)})
+    return dataclasses.replace(r, memory_unread="; ".join(dict.fromkeys(whys)) or None, **figures)
 
 
 def write_trace(path, t0, host, port, w, parts):
@@ -932,12 +1037,12 @@ def start_worker(worker, tries=3):
             note("a worker process did not start ({}): trying again".format(e))
 
 
-def measured(host, port, w, procs, read=None, why=None, trace=None):
+def measured(host, port, w, procs, read=None, why=None, trace=None, pid=None):
     """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None,
     (before, after): the two readings), or (record, why its server's CPU is not in it: why, where there is no
-    reading, None)."""
+    reading, None). pid: the server's process, for held connections' memory (where None, why says why)."""
     before = read() if read else None
-    result = measure(host, port, w, procs, trace)
+    result = measure(host, port, w, procs, trace, pid, why)
     if before is None:
         return result, why, None
     after = read()
@@ -1100,6 +1205,17 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
                            when=True, table=True),
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
+    "held_connections": figure("memory held", COUNT, "memory", when=True),
+    "server_memory_kind": figure("memory server's", str, "memory", when=True),
+    "server_memory_before_kib": figure("memory before", COUNT, "memory", "KiB", when=True),
+    "server_memory_held_kib": figure("memory when held", COUNT, "memory", "KiB", when=True),
+    "server_kib_per_held": figure("memory a held connection", "{:,.2f}", "memory", "KiB", when=True),
+    "kernel_memory_kind": figure("kernel sockets from", str, "kernel", when=True),
+    "kernel_slab_before_kib": figure("kernel before", COUNT, "kernel", "KiB", when=True),
+    "kernel_slab_held_kib": figure("kernel when held", COUNT, "kernel", "KiB", when=True),
+    "kernel_kib_per_held": figure("kernel a held connection (both ends)", "{:,.2f}", "kernel", "KiB", when=True),
+    "memory_unread": figure("memory not read:", str, "memory", when=True),
+    "client_memory_kib": figure("memory the client's own", COUNT, "memory", "KiB", when=True),
     **client_figures("message", False),  # --all's rows are runs without an error
 })
 
@@ -1223,8 +1339,9 @@ def combine(parts, w):
     # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
     # did not is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
-    return Run(**figures, expected=expected, wall_s=wall,
-               msgs_per_s=messages / rated if rated else 0.0, mb_per_s=messages * w.size / rated / 1e6 if rated else 0.0,
+    rated_messages = messages - sum(p["held"] for p in parts) if w.idle is not None else messages  # less the first
+    return Run(**figures, expected=expected, wall_s=wall, msgs_per_s=rated_messages / rated if rated else 0.0,
+               mb_per_s=rated_messages * w.size / rated / 1e6 if rated else 0.0,
                conns_per_s=connections / wall if wall else 0.0, p50_ms=percentile(ordered, 0.50),
                p90_ms=percentile(ordered, 0.90), p99_ms=percentile(ordered, 0.99), max_ms=percentile(ordered, 1.0))
 
@@ -1746,15 +1863,26 @@ def sweep_all(args, swept, entries, skipped):
 def run_all(args, scenarios, entries, skipped):
     """Each closed-loop scenario (scenarios_from()'s) against every server, their runs interleaved: a table of
     ranked rows each (those that cannot run here go to skipped)."""
-    tables = []
+    tables, rows_of = [], {}  # {label: {entry: its row}}
     for label, w, work in scenarios:
-        fit_descriptors(w.clients, args.procs)
-        servers = [server for server in (RunningServer(script, work, extra) for script, extra in entries)
-                   if not skip(skipped, server)]
-        rows = {s.name: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for s in servers}
+        procs = fit_descriptors(w.clients, args.procs, grow=True)
+        after = PRESETS[label].after if label in PRESETS else None  # only the servers that passed it
+        passed = [e for e in entries if not after or e in rows_of[after] and not rows_of[after][e]["failed"]]
+        started = [(e, RunningServer(e[0], work, e[1] + workers_for(e[0], e[1], w.clients))) for e in passed]
+        started = [(e, server) for e, server in started if not skip(skipped, server)]
+        servers = [server for _, server in started]
+        rows_of[label] = {e: {"server": s.name, "runs": [], "failed": None, "worker_cpu": {}} for e, s in started}
+        rows = {row["server"]: row for row in rows_of[label].values()}
+        rows.update({row["server"]: dict(row, runs=[], worker_cpu={}, failed="not run: it did not hold " + after)
+                     for e, row in rows_of.get(after, {}).items() if e not in passed})
+        for (script, _), server in started:  # one process holding them all, too few descriptors: not run at all
+            short = w.hold and server.port and too_few_descriptors(server.proc.pid, w.clients, pool=False)
+            if short and pool_workers(script) is None:
+                rows[server.name]["failed"] = short
+                server.stop()
         # A warm-up at most 100 clients wide: it wakes the server, it does not measure it.
         warm = dataclasses.replace(w, clients=min(100, w.clients), connects=1, messages=max(1, w.messages // 5),
-                                   seconds=w.seconds and 1.0)
+                                   seconds=w.seconds and 1.0, idle=None)
         plan = [(0, s, warm) for s in servers] + [
             (rep, s, w) for rep in range(1, args.repeat + 1) for s in servers]  # interleaved
         for step, (rep, server, load) in enumerate(plan, 1):
@@ -1764,7 +1892,8 @@ def run_all(args, scenarios, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            result, why, read = measured("127.0.0.1", server.port, server.load(load), args.procs, server.cpu)
+            result, why, read = measured("127.0.0.1", server.port, server.load(load), procs, server.cpu,
+                                         pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
                 for pid, used in spread.items():
@@ -1784,6 +1913,22 @@ def run_all(args, scenarios, entries, skipped):
         tables.append({"scenario": label, "workload": w, "server_work": work,
                        "rows": rank([summarize(**row) for row in rows.values()])})
     return tables
+
+
+def pool_workers(script):
+    """The default --workers of a pool of worker processes, as its --help says; None for any other server."""
+    said = re.search(r"--workers N worker processes \(default: ([^)]*)\)", " ".join(servers_help([script])[
+        script].split()))
+    return int(re.findall(r"\d+", said.group(1))[-1]) if said else None
+
+
+def workers_for(script, extra, clients):
+    """("--workers", N) for a pool of worker processes whose default share of clients would not fit under the
+    descriptor limit, with room for SO_REUSEPORT's uneven hash (a quarter more); else ()."""
+    if resource is None or pool_workers(script) is None or "--workers" in " ".join(extra):
+        return ()
+    need = math.ceil(1.25 * clients / max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64))
+    return ("--workers", str(need)) if need > pool_workers(script) else ()
 
 
 def skip_runs(plan, done, server, label, why):
@@ -2103,7 +2248,7 @@ def whole(value):
 def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
-                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold,
+                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
                  connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency, duration=args.duration,
                  seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
@@ -2129,18 +2274,18 @@ def scenarios_from(args):
     if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    asked = args.scenario or [DEFAULT_SCENARIO]
+    asked = dict.fromkeys(n for name in args.scenario or [DEFAULT_SCENARIO] for n in (PRESETS[name].after, name) if n)
     for name, p in ((name, PRESETS[name]) for name in asked if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
-                     hold=p.held, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
+                     hold=p.held, idle=p.idle, connect_pace=HELD_PACE if p.held else None, budget=BUDGET)
         if p.held:
             # A message may wait behind every client's --work on one core, twice over for a shared machine.
             queue_s = 2 * p.clients * work_seconds(p.work)
             total = p.clients * p.connects * p.messages
             w = dataclasses.replace(w, connect_timeout=max(args.timeout, CONNECT_FLOOR),
                                     timeout=max(args.timeout, CONNECT_FLOOR, math.ceil(10 + queue_s)),
-                                    budget=math.ceil(CONNECT_FLOOR + (p.seconds or 0) + total / SLOWEST
+                                    budget=math.ceil(CONNECT_FLOOR + (p.seconds or p.idle or 0) + total / SLOWEST
                                                      + total / p.clients * queue_s))
         for size in p.sizes:
             label = name if len(p.sizes) == 1 else "{}-{}".format(name, size)
@@ -2164,6 +2309,8 @@ def parse_args(argv):
     messages = connections * (args.messages or (1 if rate else 50))
     for wrong, message in (  # the first that applies is said
             (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
+            (args.idle is not None and (not args.hold or (args.messages or 50) < 2), "--idle holds connections between their "
+             "first echo and the rest: use it with --hold and --messages 2 or more"),
             (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
                                     "for --duration"),
             (rate and args.hold, "--rate starts connections on a clock; --hold is for the closed loop"),
@@ -2227,6 +2374,8 @@ def build_parser():
         **SHAPE))
     group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
+    group("--idle", type=number(0, 3600, float), metavar="S", help="with --hold, each echoes once first; all held S "
+          "seconds between")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))
@@ -2273,8 +2422,11 @@ def one_server(args, local):
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")
+    short = pid and args.rate is None and too_few_descriptors(pid, args.clients)
+    if short:  # before anything starts: never EMFILE half-way
+        die("the server on port {}: {}".format(args.port, short))
     result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
-                              why, args.trace)
+                              why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if args.json:

@@ -36,6 +36,8 @@ stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishe
 signals = 0  # the Ctrl-C and SIGTERM taken so far
 waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
+spare_buffers = []  # buffers lent to one chunk each, given back once it is sent (borrowed_buffer())
+drained = memoryview(bytearray(BUFSIZE))  # what a stop drains is dropped: every client may read into this one
 
 
 async def accept(server_sock):  # the article's accept(loop, sock): asyncio.run() makes the loop, so ask for it
@@ -71,19 +73,20 @@ async def accept(server_sock):  # the article's accept(loop, sock): asyncio.run(
 async def recv_send(loop, sock):  # the article's name and parameters
     fd = sock.fileno()
     sock.setblocking(False)
-    # One buffer per connection: a fresh object per recv(), shrunk to what came, fragments the heap.
-    buffer = memoryview(bytearray(BUFSIZE))
     # One timer per connection, stamped per chunk: asyncio.timeout() around each await costs far more.
     deadline = Deadline(fd, asyncio.current_task().cancel)
     try:
-        # Nothing read is EOF, the client's close (0 too once a stop came): the loop ends.
-        while received := await wait_for_chunk(loop.sock_recv_into(sock, buffer), sock, deadline):
-            data = buffer[:received]
-            log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
-            sum(range(WORK))  # --work: the CPU cost of handling a chunk
-            await send_all(sock, data, deadline)
+        # An idle client holds no buffer: it borrows one once it has sent something (False once a stop came).
+        while await wait_for_chunk(ready(fd, loop.add_reader, loop.remove_reader), sock, deadline):
+            with borrowed_buffer() as buffer:
+                data = buffer[:await loop.sock_recv_into(sock, buffer)]
+                if not data:  # nothing read is EOF, the client's close: the loop ends
+                    break
+                log("[FD:{}]Recv:{!r}", fd, bytes(data[:LOG_BYTES]))
+                sum(range(WORK))  # --work: the CPU cost of handling a chunk
+                await send_all(sock, data, deadline)
         if stopping:
-            await half_close_then_drain(sock, buffer, deadline)
+            await half_close_then_drain(sock, drained, deadline)
         log("[FD:{}]Recv:EOF", fd)
     except OSError as e:  # a reset or vanished client ends only its own connection
         log("[FD:{}]Error:{}", fd, e.strerror)
@@ -109,11 +112,13 @@ async def send_all(sock, data, deadline):
 
 async def ready(sock, add, remove):
     """Wait until sock is ready: add and remove are the loop's add_reader and
-    remove_reader (for a listening socket, until a client waits) or _writer."""
+    remove_reader (for a listening socket, until a client waits) or _writer; True.
+    A client waiting for each chunk is given by number: asyncio spells out a
+    socket object it does not watch yet (its repr()), at a cost each time."""
     future = asyncio.get_running_loop().create_future()
-    add(sock, future.set_result, None)
+    add(sock, future.set_result, True)
     try:
-        await future
+        return await future
     finally:
         remove(sock)
 
@@ -158,6 +163,17 @@ async def half_close_then_drain(sock, buffer, deadline):
     sock.shutdown(socket.SHUT_WR)
     while await asyncio.get_running_loop().sock_recv_into(sock, buffer):
         deadline.moved = time.monotonic()
+
+
+@contextlib.contextmanager
+def borrowed_buffer():
+    """A buffer lent for one chunk, given back once it is sent (as echo_select_pool.py's spare buffers):
+    an idle client holds none, and no fresh object per recv(), shrunk to what came, fragments the heap."""
+    buffer = spare_buffers.pop() if spare_buffers else memoryview(bytearray(BUFSIZE))
+    try:
+        yield buffer
+    finally:
+        spare_buffers.append(buffer)
 
 
 async def stop_clients(shut):

@@ -10,9 +10,10 @@ saves depends on malloc: where each 256 KiB object is an mmap() and munmap()
 (glibc's way until a larger block has been freed), this server did several
 times the stock transport's messages per CPU-second at 4 KiB; where malloc keeps
 such blocks on its heap, about the same (RESULTS.md, "Message sizes").
-Trade-off: the buffer is yours to guard. While the transport still holds bytes
-of it, it must not be read into again: a slow client costs a fresh buffer per
-read, and each connection keeps BUFSIZE bytes for its whole life.
+Every client reads into the same buffer, so an idle one holds none.
+Trade-off: the buffer is yours to guard. While a transport still holds bytes
+of it, it must not be read into again: a slow client takes it with its unsent
+echo, and a fresh one takes its place.
 Run: python3 echo_asyncio_buffered.py [--port 7777] [--uvloop], then python3 client.py
 Builds on: echo_asyncio_protocol.py.
 """
@@ -41,6 +42,7 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
 signals = 0  # the Ctrl-C and SIGTERM taken so far
 connections = set()  # the clients' protocols, which a stop waits for
+shared_buffer = memoryview(bytearray(BUFSIZE))  # every client's reads land here, one at a time
 
 
 async def accept_loop(server_sock, backlog, context):
@@ -80,7 +82,6 @@ class EchoProtocol(asyncio.BufferedProtocol):
     def connection_made(self, transport):
         self.transport = transport
         self.fd = transport.get_extra_info("socket").fileno()
-        self.buffer = memoryview(bytearray(BUFSIZE))  # every read of this client lands here
         self.closed = asyncio.get_running_loop().create_future()
         # One timer per connection, stamped per chunk, not a call_later() per chunk: that costs far more.
         self.deadline = Deadline(self.fd, transport.abort, transport.get_write_buffer_size)
@@ -90,20 +91,22 @@ class EchoProtocol(asyncio.BufferedProtocol):
             self.stop()
 
     def get_buffer(self, sizehint):
-        return self.buffer
+        # Every client's reads land in one buffer: asyncio fills it and calls buffer_updated() at once.
+        return shared_buffer
 
     def buffer_updated(self, nbytes):
+        global shared_buffer
         self.deadline.moved = time.monotonic()
         if stopping:  # half-closed: what the client still sends is read only to be dropped
             return
-        data = self.buffer[:nbytes]
+        data = shared_buffer[:nbytes]
         log("[FD:{}]Recv:{!r}", self.fd, bytes(data[:LOG_BYTES]))
         sum(range(WORK))  # --work: the CPU cost of handling a chunk
         self.transport.write(data)
         # The trap: write() keeps what it cannot send, on 3.12+ as a view of *this* buffer (3.9-3.11: a copy),
-        # which the next read would overwrite: while the transport holds bytes, read into a new buffer.
+        # which the next read, this client's or another's, would overwrite: leave it to the transport.
         if self.transport.get_write_buffer_size() > 0:
-            self.buffer = memoryview(bytearray(BUFSIZE))
+            shared_buffer = memoryview(bytearray(BUFSIZE))
 
     def pause_writing(self):  # the buffer passed its high-water mark: the client reads slowly
         self.transport.pause_reading()

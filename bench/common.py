@@ -427,7 +427,8 @@ PIN_SERVER = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)  #
 def client_figures(proc, timeout, meanwhile=None):
     """What a `client.py ... --json` started with Popen (in a session of its own) prints:
     meanwhile() runs first, while it measures; past timeout, or if anything fails, its
-    process group is killed. {"failed": why} when it printed nothing."""
+    process group is killed. {"failed": why} when it printed nothing (why with the end of its
+    stderr where that was piped here; else the terminal has it)."""
     out = err = ""
     try:
         if meanwhile:
@@ -442,7 +443,8 @@ def client_figures(proc, timeout, meanwhile=None):
     try:
         return json.loads(out)
     except ValueError:
-        return {"failed": "client.py printed no figures: " + err.strip()[-200:]}
+        return {"failed": "client.py printed no figures" + (": " + err.strip()[-200:] if err is not None else
+                                                             " (its stderr says why)")}
 
 
 def pinned_client(port, flags):

@@ -2,7 +2,7 @@
 """What keeping time costs: messages per server CPU-second, a server file against the same file at an
 earlier commit, each server pinned to one core and the client to the other, runs interleaved.
 
-    python3 bench/deadline_cost.py --before REV [--rounds 5] [--servers echo_epoll.py,...] [--scenarios article-100,c1k,one-client]
+    python3 bench/deadline_cost.py --before REV [--rounds 5] [--servers echo_epoll.py,...] [--scenarios article-100,c1k,one-client,bulk-65536]
 
 The server runs with -q and MALLOC_MMAP_THRESHOLD_=131072 (the Protocol server's c1k figure moves
 about 3x with glibc's mmap threshold otherwise: RESULTS.md, "Message sizes"); its CPU time is read
@@ -22,6 +22,9 @@ SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (se
     "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold"],
     # echo_simple.py serves one client at a time: article-100's hundred overflow its backlog of 5
     "one-client": ["--clients", "1", "--connects", "10", "--messages", "50000", "--size", "32"],
+    # the bulk preset's largest size (its record's bulk-65536): 50,000 messages of 64 KiB, what a server's
+    # read buffer is sized for
+    "bulk-65536": ["--clients", "20", "--connects", "5", "--messages", "500", "--size", "65536"],
 }
 
 

@@ -26,6 +26,7 @@ import textwrap
 from pathlib import Path
 
 from common import SERVERS, client
+import held  # bench/held.py: its records read as RESULTS.md's table reads them (most_held())
 
 
 # ---- client.py's records, read back
@@ -754,6 +755,95 @@ def trace_svg(run, connections, name):
                                                "served when, and who waits meanwhile."]
     return timelines_svg("Who is served when: one client.py --trace run", panels, caption, columns=1,
                          row_h=8 if len(connections) <= 100 else 3, panel_w=2 * PANEL_W + PANEL_GAP_X)
+
+
+# ---- what a held client costs: bench/held.py's records
+
+HELD_W, HELD_ROW, HELD_BAR, KERNEL_BAR = 440, 38, 13, 6  # the bars' axis, and a server's row
+SERVER_MEMORY, KERNEL_MEMORY = "#3b7dd8", "#9aa5b1"
+
+
+def held_svg(record):
+    """held.svg: a row per server at the most it held (held.most_held(), the cheapest first) on one log axis, a bar of
+    the KiB of server memory a held connection and under it a thinner one of the kernel's socket slabs (both ends on
+    loopback), each figure and the connections held written beside; the servers that held none of the fewest asked
+    last, with why. The caption says what ran where, from the records."""
+    servers = held.most_held(record)
+    label = lambda s: " ".join(filter(None, [s["server"], s["flags"]]))
+    figures = [s["row"].get(key) for s in servers if s["row"] for key in ("server_kib_per_held", "kernel_kib_per_held")]
+    shown = [v for v in figures if v is not None and v > 0] or [1.0]
+    low = math.floor(math.log10(min(shown)) - math.log10(2))  # the shortest bar at least a third of a decade long
+    names = 24 + 7 * max([len(label(s)) for s in servers] + [20])  # room for the longest, right-aligned
+    x = Scale(low, max(math.ceil(math.log10(max(shown))), low + 1), names, HELD_W, log=True)
+    width = x.start + HELD_W + 300
+    parts = [svg_text(10, 24, "What a held client costs: KiB of memory a held connection, each server at the most it "
+                              "held", font_size=15, font_weight="bold")]
+    y = 46
+    for paragraph in held_caption(record):
+        for line in wrapped(paragraph, (width - 20) / 6.3):
+            parts.append(svg_text(10, y, line, fill="#333"))
+            y += 16
+        y += 4
+    key = [('<rect x="{}" y="{}" width="22" height="{}" fill="{}"/>'.format(10, y + 4, HELD_BAR, SERVER_MEMORY),
+            svg_text(38, y + 15, "the server: its processes' memory, held less before, over the connections",
+                     fill="#333")),
+           ('<rect x="{}" y="{}" width="22" height="{}" fill="{}"/>'.format(10, y + 26, KERNEL_BAR, KERNEL_MEMORY),
+            svg_text(38, y + 32, "the kernel: its socket slabs' growth, the client's socket and the server's",
+                     fill="#333"))]
+    parts += [part for pair in key for part in pair]
+    top = y + 52
+    bottom = top + len(servers) * HELD_ROW
+    parts += ['<line x1="{0:.1f}" x2="{0:.1f}" y1="{1}" y2="{2}" stroke="#e4e4e4"/>'.format(x(value), top, bottom)
+              for value, _ in x.ticks(0)]
+    for n, s in enumerate(servers):
+        row, at = s["row"] or {}, top + n * HELD_ROW + 4
+        parts += ['<g class="server" data-server="{}">'.format(html.escape(s["server"])),
+                  svg_text(x.start - 8, at + 11, label(s), text_anchor="end", font_weight="bold"),
+                  svg_text(x.start - 8, at + 26, "held none of the {:,} asked".format(s["stopped"][0]) if s[
+                      "held"] is None else "{:,} held".format(s["held"]), text_anchor="end", fill="#555",
+                           font_size=11)]
+        if s["held"] is None:
+            parts.append(svg_text(x.start + 4, at + 11, held.short_why(s["stopped"][1]), fill="#a00"))
+        for key, height, colour, offset, words in (
+                ("server_kib_per_held", HELD_BAR, SERVER_MEMORY, 0, "KiB a connection{}".format(
+                    ", {} MiB held".format(held.mib_text(row["server_memory_held_kib"]))
+                    if row.get("server_memory_held_kib") is not None else "")),
+                ("kernel_kib_per_held", KERNEL_BAR, KERNEL_MEMORY, HELD_BAR + 3, "KiB a connection, kernel")):
+            value = row.get(key)
+            if s["held"] is None:
+                continue
+            if value is not None and value > 0:
+                parts.append('<rect x="{}" y="{}" width="{:.1f}" height="{}" fill="{}"/>'.format(
+                    x.start, at + offset, max(1.0, x(value) - x.start), height, colour))
+            said = "not read: {}".format(row.get("memory_unread") or "no figure") if value is None else \
+                "{} {}".format(held.kib_text(value), words)
+            parts.append(svg_text(x.start + HELD_W + 8, at + (11 if offset == 0 else 25), said,
+                                  fill="#a00" if value is None else "#222" if offset == 0 else "#555",
+                                  font_size=12 if offset == 0 else 11))
+        parts.append("</g>")
+    parts.append('<rect x="{}" y="{}" width="{}" height="{}" fill="none" stroke="#888"/>'.format(
+        x.start, top, HELD_W, bottom - top))
+    parts += x_axis(x, bottom, "KiB a held connection (log scale: each step ten times the one before)", unit=" KiB")
+    return "\n".join(['<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+                      'font-family="sans-serif" font-size="12">'.format(width, bottom + 48),
+                      '<rect width="100%" height="100%" fill="white"/>', *parts, "</svg>"]) + "\n"
+
+
+def held_caption(record):
+    """What the held picture's records say of their run: where, when, at which commit, and what was held."""
+    kinds = lambda key: " or ".join(sorted({r[key] for s in held.most_held(record) for r in [s["row"] or {}]
+                                            if r.get(key)})) or "not read"
+    sizes = sorted({run["held"] for run in record["runs"]})
+    return ["Measured on {} {}, {}, at {}{}, by python3 bench/held.py ({:,} s): client.py --all held every "
+            "server's connections idle, each echoed before and after the hold, at {} connections (held.py's "
+            "docstring says who is held at which).".format(
+                record["machine"], record["linux"], record["when"], record["commit"],
+                " (with uncommitted changes)" if record.get("changed") else "", record.get("seconds", 0),
+                " and ".join([", ".join("{:,}".format(n) for n in sizes[:-1]), "{:,}".format(sizes[-1])])
+                if len(sizes) > 1 else "".join("{:,}".format(n) for n in sizes)),
+            "The server's figure is its process tree's memory ({}) while they were held less before they opened, over "
+            "the connections held; the kernel's, its socket slabs' growth ({}) over the same connections, two sockets "
+            "each on loopback.".format(kinds("server_memory_kind"), kinds("kernel_memory_kind"))]
 
 
 # ---- command line

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: 0BSD
 """Measure everything RESULTS.md reports, then write RESULTS.md, SWEEPS.md and the pictures (results.svg,
-openloop.svg, timelines.svg and stall.svg).
+openloop.svg, timelines.svg, stall.svg and held.svg).
 
     python3 bench/regenerate.py [--only PART,...] [--render]
 
@@ -8,7 +8,8 @@ One command, the repository alone: each PART below runs client.py or a benchmark
 folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
 the Pythons, the commit, when, how long); then the documents are written from what is kept there,
 with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts
-(timelines.svg and stall.svg from bench/timelines.py's traces), so every figure comes from this run.
+(timelines.svg and stall.svg from bench/timelines.py's traces, held.svg from bench/held.py's records), so every
+figure comes from this run.
 --only measures some parts again (the others are kept); --render measures nothing and writes the
 documents from bench/results/ again. 45 minutes on the 2-core machine RESULTS.md names, one part at a
 time (never run it beside another load: the figures would be the two loads'). A part that fails is
@@ -32,6 +33,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
+import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
 import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
@@ -109,6 +111,9 @@ PARTS = {
     # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
     "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
                   [[sys.executable, "bench/timelines.py", "--keep", "--no-draw"]]),
+    # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
+    "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
+             [[sys.executable, "bench/held.py", "--json"]]),
     "pythons": ("md", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
 }
@@ -308,7 +313,7 @@ def values(meta):
     """Every name bench/RESULTS.template.md uses, from this run's results: a function a section."""
     v = run_values(meta)
     for section in (table_values, spread_values, question_values, c10k_values, size_values, openloop_values,
-                    shared_values, scaling_values):
+                    shared_values, scaling_values, held_values):
         v.update(section())
     return v
 
@@ -800,6 +805,109 @@ def scaling_values():
     return v
 
 
+def held_values():
+    """What a held client costs, from bench/held.py's records: the table (each server at the most it held), and the
+    sentences its figures choose."""
+    record = load("held") or {"runs": []}
+    servers = held.most_held(record)
+    v = {"held_table": held_table(servers, record) if servers else "(not measured)"}
+    cost = lambda s: s["row"].get("server_kib_per_held") if s["row"] else None
+    measured = [s for s in servers if cost(s) is not None]
+    if not measured:
+        return dict(v, held_headline="Not measured in this run.", held_how="", held_findings="", held_picture="",
+                    held_question="Not measured in this run.")
+    at = lambda s: "{} at {:,} held".format(" ".join(filter(None, [s["server"], s["flags"]])), s["held"])
+    low, high = min(measured, key=cost), max(measured, key=cost)
+    v["held_headline"] = "A held connection cost a server from {} KiB ({}) to {} KiB ({}): {:,.0f} times as " \
+        "much.".format(held.kib_text(cost(low)), at(low), held.kib_text(cost(high)), at(high), cost(high) / cost(low)) \
+        if cost(low) > 0 else "A held connection cost a server from nothing measurable ({}) to {} KiB ({}).".format(
+            at(low), held.kib_text(cost(high)), at(high))
+    kinds = lambda key: listing(sorted({s["row"][key] for s in measured if s["row"].get(key)}))
+    sizes = sorted({run["held"] for run in record["runs"]})
+    v["held_how"] = "`python3 bench/held.py` had client.py --all hold every server's connections idle, each echoed " \
+        "before and after the hold: first held-10k ({:,} connections), then {} ({}). A held connection's cost is " \
+        "the server's memory while they were held less before they opened, over the connections held: the {} of " \
+        "its process tree, from /proc. {}".format(
+            held.HELD, listing("{:,}".format(n) for n in sizes if n != held.HELD), "bench/held.py's docstring says "
+            "which server is held at which size", kinds("server_memory_kind"),
+            "A process may hold {:,} descriptors here (its hard limit).".format(record["descriptors"])
+            if record.get("descriptors") else "")
+    most = [s for s in measured if s["held"] == held.MOST]
+    span_of = lambda found, figure: "{}-{}".format(min(map(figure, found)), max(map(figure, found))) if len(
+        {figure(s) for s in found}) > 1 else figure(found[0])
+    said = []
+    if most:
+        said.append("{} held {:,}: connected in {} s, in {} MiB of server memory{}.".format(
+            listing(" ".join(filter(None, [s["server"], s["flags"]])) for s in most), held.MOST,
+            span_of(most, lambda s: "{:.1f}".format(s["row"]["connect_phase_s"])),
+            span_of(most, lambda s: held.mib_text(s["row"]["server_memory_held_kib"])),
+            ", client.py's own {} MiB".format(span_of(most, lambda s: held.mib_text(s["row"]["client_memory_kib"])))
+            if all(s["row"].get("client_memory_kib") is not None for s in most) else ""))
+    reasons = {}
+    for name, why in sorted(record.get("not_run", {}).items()):
+        reasons.setdefault(why, []).append(name)
+    said += ["{} not run at {:,}: {}.".format(listing(names), held.MOST, why) for why, names in reasons.items()]
+    kernel = [s["row"]["kernel_kib_per_held"] for s in measured if s["row"].get("kernel_kib_per_held") is not None]
+    said.append("The kernel's socket slabs ({}) grew {} KiB a held connection: on loopback that counts both " \
+        "ends, the client's socket and the server's.".format(kinds("kernel_memory_kind"), "{}-{}".format(
+            held.kib_text(min(kernel)), held.kib_text(max(kernel))) if len(set(kernel)) > 1 else held.kib_text(
+            kernel[0])) if kernel else "")
+    each = {s["server"]: s for s in measured}
+    per = [(each[name], what) for name, what in (("echo_thread.py", "a thread"), ("echo_fork.py", "a process"))
+           if name in each]
+    said.append("At the rates measured, {:,} held clients would take {}{}.".format(
+        held.MOST, listing("{:.1f} GiB of server memory as {} each ({}: {} KiB a connection)".format(
+            cost(s) * held.MOST / (1 << 20), what, at(s), held.kib_text(cost(s))) for s, what in per),
+        ", where {} held them in {} MiB".format(" ".join(filter(None, [most[0]["server"], most[0]["flags"]])),
+                                                held.mib_text(most[0]["row"]["server_memory_held_kib"]))
+        if most else "") if per else "")
+    unread = [s for s in servers if s["row"] and s["row"].get("memory_unread")]
+    if unread:
+        said.append("Not read: {}.".format("; ".join("{} ({})".format(s["server"], s["row"]["memory_unread"])
+                                                             for s in unread)))
+    v["held_findings"] = " ".join(filter(None, said))
+    v["held_picture"] = "![KiB of memory a held connection, each server at the most it held](held.svg)"
+    v["held_question"] = v["held_headline"]
+    return v
+
+
+def held_table(servers, record):
+    """Each server at the most it held: its KiB a held connection (server, kernel), memory, connect phase, and what
+    stopped it at the next size."""
+    lines = ["| server | the most held here | KiB a held connection: server | kernel (both ends) | server, at {:,} held "
+             "| server memory held, MiB | client.py's memory, MiB | connected in, s | the next size |".format(held.HELD),
+             "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for s in servers:
+        r = s["row"] or {}
+        n, why = s["stopped"] or (None, None)
+        lines.append("| {} | {} | {} | {} | {} | {} | {} | {} | {} |".format(
+            " ".join(filter(None, [s["server"], s["flags"]])),
+            "none of {:,}".format(n) if s["held"] is None else "{:,}".format(s["held"]),
+            held.kib_text(r.get("server_kib_per_held")), held.kib_text(r.get("kernel_kib_per_held")),
+            held.kib_text(s["sizes"].get(held.HELD, {}).get("server_kib_per_held")),
+            held.mib_text(r.get("server_memory_held_kib")), held.mib_text(r.get("client_memory_kib")),
+            "-" if r.get("connect_phase_s") is None else "{:.1f}".format(r["connect_phase_s"]),
+            "-" if n is None else "{:,}: {}".format(n, "not run: " + why.split(":")[0]
+                                                    if s["server"] in record.get("not_run", {}) else
+                                                    held.short_why(why))))
+    return "\n".join(lines)
+
+
+def measured_estimates(v):
+    """The values v with client.py's estimate of what a forked process costs ("about 1 MB each", its words for
+    echo_fork.py's limit, kept in the records of the other parts) replaced by what bench/held.py measured, where it
+    did: linked to the section that measured it, but within it."""
+    fork = next((s for s in held.most_held(load("held") or {"runs": []}) if s["server"] == "echo_fork.py"
+                 and s["row"] and s["row"].get("server_kib_per_held") is not None), None)
+    if fork is None:
+        return v
+    words = lambda link: "{} KiB each ({} at {:,} held)".format(held.kib_text(fork["row"]["server_kib_per_held"]),
+                                                                 link and "[measured](#what-a-held-client-costs)" or
+                                                                 "measured", fork["held"])
+    return {name: re.sub(r"about \d+(?:\.\d+)? MB each", words(not name.startswith("held_")), value)
+            if isinstance(value, str) else value for name, value in v.items()}
+
+
 def n_text(value):
     return "-" if value is None else "{:,.0f}".format(value)
 
@@ -824,11 +932,12 @@ def spread_note():
 
 
 def render(to):
-    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, and
-    timelines.svg and stall.svg from the traces kept there (bench/timelines.py's)."""
+    """RESULTS.md, SWEEPS.md, results.svg and openloop.svg from bench/results/, written into the folder to, held.svg
+    from bench/held.py's records where they are kept, and timelines.svg and stall.svg from the traces kept there
+    (bench/timelines.py's)."""
     meta = load("meta") or {"parts": {}}
     v = values(meta)
-    text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**v)
+    text = (ROOT / "bench" / "RESULTS.template.md").read_text().format(**measured_estimates(v))
     (to / "RESULTS.md").write_text(text.rstrip() + "\n")
     sweep_list = sweeps("openloop")
     if sweep_list:
@@ -844,6 +953,8 @@ def render(to):
     if article:
         (to / "results.svg").write_text(draw.chart(list(article.values()), [], measured_on("article", meta),
                                                    [spread_note()]))
+    if load("held"):
+        (to / "held.svg").write_text(draw.held_svg(load("held")))
     timelines.draw_pictures(to)  # timelines.svg and stall.svg, from bench/timelines.py's traces where they are kept
 
 

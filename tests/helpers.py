@@ -178,3 +178,54 @@ def echoes(server, payload):
     except OSError:
         return False
 
+
+
+def held_row(server, failed=None, kib=None, kernel=None, held=None, connect=None, memory_unread=None):
+    """A row of client.py --all --json for a held run, made up (HELD_SCHEMA's figures): the server's KiB a held
+    connection, the kernel's, the connections held and the seconds they took to connect."""
+    if failed:
+        return {"server": server, "failed": failed}
+    before = 10240
+    return {"server": server, "failed": None, "held_connections": held, "connect_phase_s": connect,
+            "server_memory_kind": "PSS", "server_memory_before_kib": before,
+            "server_memory_held_kib": None if kib is None else before + kib * held,
+            "server_kib_per_held": kib, "kernel_memory_kind": "slabinfo", "kernel_slab_before_kib": 50000,
+            "kernel_slab_held_kib": None if kernel is None else 50000 + kernel * held, "kernel_kib_per_held": kernel,
+            "memory_unread": memory_unread, "client_memory_kib": 30000, "errors": 0}
+
+
+def held_record():
+    """bench/held.py's records, made up: held-10k on five servers, then 1,000 for the three that did not hold it, the
+    most under a 20,000 descriptor limit for the single process that did, and c100k for the worker processes (after
+    held-10k again, as client.py runs it)."""
+    def run(n, scenario, rows):
+        return {"held": n, "command": "python3 client.py --all ...", "servers": [r["server"] for r in rows],
+                "results": {"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "sweeps": [], "tables": [
+                    {"scenario": scenario, "workload": {}, "server_work": 0, "rows": rows}]}}
+    fork = "a process per connection: thousands of forks, about 1 MB each"
+    record = {"machine": "Some CPU, 2 cores, Python 3.11.7, Linux", "python": "3.11.7", "linux": "6.1",
+            "when": "2026-12-01 23:00 UTC", "commit": "abc1234", "changed": [], "descriptors": 20000, "seconds": 600,
+            "not_run": {"echo_epoll.py": "one process may hold 20,000 descriptors here (its hard limit), not 100,000 "
+                                         "connections: held at 19,000 instead"},
+            "runs": [run(10000, "held-10k", [
+                held_row("echo_epoll.py", kib=0.12, kernel=4.6, held=10000, connect=0.9),
+                held_row("echo_reuseport.py", kib=1.4, kernel=4.5, held=10000, connect=1.1),
+                held_row("echo_fork.py", failed="9,000 of 20,000 messages echoed; 1,000 reset; the pattern's limit: "
+                                               + fork),
+                held_row("echo_select.py", failed="2,048 of 20,000 messages echoed; 8,976 closed by the server; the "
+                                                 "pattern's limit: select() cannot watch descriptors past 1024"),
+                held_row("echo_simple.py", failed="1 of 20,000 messages echoed; 9,999 no echo within 30 s; the "
+                                                 "pattern's limit: it serves one client at a time")]),
+                run(1000, "custom", [
+                    held_row("echo_fork.py", kib=1277.4, kernel=4.7, held=1000, connect=2.5),
+                    held_row("echo_select.py", kib=0.31, kernel=4.6, held=1000, connect=0.1),
+                    held_row("echo_simple.py", failed="1 of 2,000 messages echoed; 999 no echo within 10 s; the "
+                                                     "pattern's limit: it serves one client at a time")]),
+                run(19000, "custom", [held_row("echo_epoll.py", kib=0.11, kernel=4.6, held=19000, connect=1.8)]),
+                run(100000, "c100k", [held_row("echo_reuseport.py --workers 7", kib=0.63, kernel=4.4, held=100000,
+                                               connect=19.6)])]}
+    # client.py runs held-10k again before c100k, on the same servers: its run keeps both tables, c100k's last.
+    again = held_row("echo_reuseport.py --workers 7", kib=1.5, kernel=4.5, held=10000, connect=1.2)
+    record["runs"][-1]["results"]["tables"].insert(0, {"scenario": "held-10k", "workload": {}, "server_work": 0,
+                                                       "rows": [again]})
+    return record

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: 0BSD
-"""echo_asyncio_buffered.py reads every chunk into a buffer it reuses: the echo must stay exact
-when transport.write() cannot send at once, on every Python (3.12+ keep a view of the buffer)."""
+"""echo_asyncio_buffered.py reads every chunk into a buffer it reuses, and echo_asyncio.py into one it
+borrows: the echo must stay exact when a send cannot go at once, on every Python (3.12+ keep a view of the
+buffer in transport.write()), also while other clients read."""
 import contextlib
 import os
 import socket
@@ -9,6 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from helpers import recv_exactly
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -66,3 +69,32 @@ def test_a_slow_reader_gets_a_large_random_stream_back_exact(start_server):
     # Not received == payload: on a mismatch pytest would print a diff of megabytes.
     first_bad = next((i for i in range(0, PAYLOAD, 4096) if received[i:i + 4096] != payload[i:i + 4096]), None)
     assert first_bad is None, "echo differs from the data sent in the 4 KiB block at byte {}".format(first_bad)
+
+
+@pytest.mark.parametrize("script", ["echo_asyncio_buffered.py", "echo_asyncio.py"])
+def test_a_stalled_reader_keeps_its_echo_while_another_client_reads(start_server, script):
+    """Both servers share their read buffers between clients (one shared buffer, or a pool lent a chunk at a
+    time): while a stalled client's echo waits in a transport (3.12+: a view of the buffer it was read into),
+    another client's reads must land elsewhere, or the stalled one gets the other's bytes."""
+    server = start_server(script, "-q")
+    stalled_payload, other_payload = os.urandom(4 << 20), os.urandom(64 << 10)
+    with socket.socket() as stalled, socket.socket() as other:
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)  # its echo stalls after kilobytes
+        for sock in (stalled, other):
+            sock.settimeout(BOUND)
+            sock.connect(("127.0.0.1", server.port))
+
+        def send_stalled():
+            with contextlib.suppress(OSError):  # the test gave up and closed the socket
+                stalled.sendall(stalled_payload)
+        writer = threading.Thread(target=send_stalled, daemon=True)
+        writer.start()
+        time.sleep(0.2)  # the stalled echo fills the socket buffers, and the server keeps the rest
+        for _ in range(32):  # meanwhile the other client's chunks are read, and echoed exactly
+            other.sendall(other_payload)
+            assert recv_exactly(other, len(other_payload)) == other_payload
+        received = recv_exactly(stalled, len(stalled_payload))
+        writer.join(BOUND)
+    first_bad = next((i for i in range(0, len(received), 4096)
+                      if received[i:i + 4096] != stalled_payload[i:i + 4096]), None)
+    assert first_bad is None, "the stalled echo differs in the 4 KiB block at byte {}".format(first_bad)

@@ -836,3 +836,76 @@ def test_a_worker_that_could_not_be_started_is_started_again(echo_server):
     figures, err = client_json("--port", str(echo_server()), *WORKLOAD, prelude=fail_once)
     assert figures["messages"] == 3 * 2 * 7 and figures["errors"] == 0
     assert err.count("a worker process did not start ([Errno 22] An internal error occurred): trying again") == 1, err
+
+
+# ---- held connections: what each costs the server (client.py's memory figures)
+
+KEEPS = '''"""Keeps KEEP KiB a connection (written, so every page is touched) until its peer closes; echoes meanwhile."""
+import selectors, socket, sys
+KEEP = int(sys.argv[sys.argv.index("--keep") + 1]) * 1024
+listener = socket.create_server(("127.0.0.1", int(sys.argv[sys.argv.index("--port") + 1])), backlog=1024)
+print("Server Run Port:%d" % listener.getsockname()[1], flush=True)
+chosen, kept = selectors.DefaultSelector(), {}
+chosen.register(listener, selectors.EVENT_READ)
+while True:
+    for key, _ in chosen.select():
+        if key.fileobj is listener:
+            conn = listener.accept()[0]
+            kept[conn] = b"k" * KEEP
+            chosen.register(conn, selectors.EVENT_READ)
+            continue
+        data = key.fileobj.recv(65536)
+        if data:
+            key.fileobj.sendall(data)
+        else:
+            chosen.unregister(key.fileobj)
+            del kept[key.fileobj]
+            key.fileobj.close()
+'''
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="the server's PSS from /proc (Linux)")
+@pytest.mark.parametrize("script, keep", [("echo_epoll.py", 0), ("echo_keeps.py", 100)])
+def test_held_connections_cost_what_the_server_keeps_for_each(start_server, tmp_path, script, keep):
+    """300 held, each echoed once (--idle): echo_epoll.py keeps next to nothing for one, a server that keeps 100 KiB
+    for each about 100 KiB, within a page (4 KiB); the kernel's share and the client's own are there beside it."""
+    source = tmp_path / "echo_keeps.py"
+    source.write_text(KEEPS)
+    server = start_server(script, *(["--keep", str(keep)] if keep else ["-q"]), source=source if keep else None)
+    figures, _ = client_json("--port", str(server.port), "--clients", "300", "--connects", "1", "--messages", "2",
+                             "--hold", "--idle", "0", "--procs", "1")
+    assert figures["errors"] == 0 and figures["messages"] == 600 and figures["held_connections"] == 300 and "memory_unread" not in figures
+    assert figures["server_memory_kind"] == "PSS"
+    assert figures["server_memory_held_kib"] - figures["server_memory_before_kib"] == pytest.approx(
+        300 * figures["server_kib_per_held"])
+    assert keep - 0.5 <= figures["server_kib_per_held"] <= keep + 4, figures
+    assert figures["kernel_kib_per_held"] > 0 and figures["client_memory_kib"] > 1000
+
+
+def test_c100k_runs_after_held_10k_with_workers_and_procs_that_fit(client_module):
+    """--scenario c100k runs held-10k first (c100k goes only to the servers that held it); a pool of worker processes
+    gets enough --workers, and the client enough processes, for each share to fit under the descriptor limit."""
+    args = client_module.parse_args(["--all", "--scenario", "c100k"])
+    assert [(label, w.clients, w.messages, w.idle) for label, w, _ in client_module.scenarios_from(args)] == [
+        ("held-10k", 10000, 2, 3.0), ("c100k", 100000, 2, 3.0)]
+    import resource
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[1]  # fit_descriptors() raises it to the hard limit
+    procs = client_module.fit_descriptors(100000, 2, grow=True)
+    assert -(-100000 // procs) + 64 <= soft and procs >= 2
+    workers = client_module.workers_for(ROOT / "echo_reuseport.py", (), 100000)
+    if 1.25 * 100000 / (soft - 64) > 2:
+        assert workers[0] == "--workers" and (int(workers[1]) - 1) * (soft - 64) < 1.25 * 100000 <= int(
+            workers[1]) * (soft - 64)
+    assert client_module.workers_for(ROOT / "echo_epoll.py", (), 100000) == ()  # one process: no --workers
+    assert client_module.workers_for(ROOT / "echo_prethread.py", (), 100000) == ()  # threads share its limit
+    assert client_module.workers_for(ROOT / "echo_reuseport.py", ("--workers", "3"), 100000) == ()  # as given
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/limits"), reason="the server's limit is read from /proc (Linux)")
+def test_a_server_whose_descriptor_limit_is_too_low_is_refused_in_one_line_before_anything_starts(start_server):
+    import resource
+    server = start_server("echo_epoll.py", rlimits={resource.RLIMIT_NOFILE: 200})
+    result = client("--port", str(server.port), "--clients", "300", "--connects", "1", "--hold")
+    assert result.returncode == 1 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
+    assert "300 connections do not fit in one process: its descriptors are limited to 200 (ulimit -n" in result.stderr
+    assert "]Accept:" not in server.stdout(), "nothing was started: not one connection"

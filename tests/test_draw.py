@@ -9,7 +9,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from helpers import ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes
+from helpers import ROOT, SERVERS, TIMEOUT, client, client_json, echo_processes, held_record, held_row
 
 import draw  # bench/, which helpers put on the path
 
@@ -459,3 +459,51 @@ def test_the_sweeps_say_each_knees_server_cpu_a_connection_and_the_lower_steps_t
     texts = texts_of(draw.chart([], [sweep]))
     assert "knee 3,000/s (2,000 missed)" in texts and "50 µs CPU a connection" in texts, texts
     assert draw.missed_below_knee(dict(sweep, knee=None)) == []
+
+
+# ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
+
+def held_texts(svg):
+    return " ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter(SVG + "text"))
+
+
+def test_the_held_picture_has_a_row_per_server_the_cheapest_first_on_a_log_axis():
+    """held.svg: a row per server at the most it held, the cheapest a held connection first and those that held none
+    last; the server's bar and the kernel's under it, their lengths on one log axis whose decades are labelled."""
+    svg = draw.held_svg(held_record())
+    rows = [g for g in ET.fromstring(svg).iter(SVG + "g") if g.get("class") == "server"]
+    assert [g.get("data-server") for g in rows] == ["echo_epoll.py", "echo_select.py", "echo_reuseport.py",
+                                                    "echo_fork.py", "echo_simple.py"]
+    texts = held_texts(svg)
+    for said in ("echo_reuseport.py --workers 7", "100,000 held", "0.63 KiB a connection, 72 MiB held",
+                 "1,277 KiB a connection, 1,257 MiB held", "4.7 KiB a connection, kernel",
+                 "held none of the 1,000 asked", "it serves one client at a time", "log scale", "0.01", "10,000 KiB"):
+        assert said in texts, said
+    bars = {g.get("data-server"): [(float(r.get("width")), r.get("fill")) for r in g.iter(SVG + "rect")]
+            for g in rows}
+    x = draw.Scale(-2, 4, 0, draw.HELD_W, log=True)  # the axis the figures span: 0.11 to 1,277 KiB
+    for server, server_kib, kernel_kib in (("echo_epoll.py", 0.11, 4.6), ("echo_fork.py", 1277.4, 4.7)):
+        assert bars[server] == [(round(x(server_kib), 1), draw.SERVER_MEMORY),
+                                (round(x(kernel_kib), 1), draw.KERNEL_MEMORY)], bars[server]
+    assert bars["echo_simple.py"] == []
+
+
+def test_the_held_caption_says_where_when_and_at_which_commit_from_the_records():
+    record = held_record()
+    texts = held_texts(draw.held_svg(record))
+    for said in ("Measured on Some CPU, 2 cores, Python 3.11.7, Linux 6.1, 2026-12-01 23:00 UTC, at abc1234, by "
+                 "python3 bench/held.py (600 s)", "1,000, 10,000, 19,000 and 100,000 connections", "(PSS)",
+                 "(slabinfo)", "two sockets each on loopback"):
+        assert said in " ".join(texts.split()), said
+    assert "uncommitted" not in texts
+    record["changed"] = ["client.py"]
+    assert "at abc1234 (with uncommitted changes)," in held_texts(draw.held_svg(record))
+
+
+def test_the_held_picture_says_where_a_figure_was_not_read():
+    record = held_record()
+    record["runs"][0]["results"]["tables"][0]["rows"][1] = held_row(
+        "echo_reuseport.py", held=10000, connect=1.0, memory_unread="the server is remote")
+    record["runs"][3]["results"]["tables"][-1]["rows"] = []  # c100k's: it held no more than held-10k
+    texts = held_texts(draw.held_svg(record))
+    assert "not read: the server is remote" in texts

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import held_record, held_row
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCUMENTS = ("RESULTS.md", "SWEEPS.md", "results.svg", "openloop.svg")
 sys.path.insert(0, str(ROOT / "bench"))
@@ -21,6 +23,12 @@ def test_the_documents_are_what_the_kept_measurements_give(tmp_path):
     for name in DOCUMENTS:
         assert (tmp_path / name).read_text() == (ROOT / name).read_text(), \
             "{} is not what `python3 bench/regenerate.py --render` writes: regenerate it".format(name)
+    drawn = (ROOT / "bench" / "results" / "held.json").exists()  # held.svg: from bench/held.py's records
+    assert (ROOT / "held.svg").exists() == drawn == (tmp_path / "held.svg").exists(), \
+        "held.svg is drawn from bench/results/held.json: both or neither"
+    if drawn:
+        assert (tmp_path / "held.svg").read_text() == (ROOT / "held.svg").read_text(), \
+            "held.svg is not what `python3 bench/regenerate.py --render` writes: regenerate it"
     for name, folder in regenerate.TRACED.items():
         kept = (folder / "meta.json").exists()
         assert (ROOT / name).exists() == kept == (tmp_path / name).exists(), \
@@ -176,3 +184,110 @@ def test_each_run_set_apart_from_the_16core_table_names_the_n1_figure_it_is_comp
         clause = said[where:].split(";")[0]
         assert "{:,.0f} at N=1".format(rate[shape, name, 1]) in clause, clause
         assert ((shape, name) in shown) != ("a row the table does not show" in clause), clause
+
+
+# ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
+
+def kept_held(tmp_path, monkeypatch, record):
+    """regenerate.py reading its records from tmp_path, where record is kept as held.json."""
+    import regenerate
+    (tmp_path / "held.json").write_text(json.dumps(record))
+    monkeypatch.setattr(regenerate, "RESULTS", tmp_path)
+    return regenerate
+
+
+def test_the_held_table_has_every_server_at_the_most_it_held_the_cheapest_first(tmp_path, monkeypatch):
+    v = kept_held(tmp_path, monkeypatch, held_record()).held_values()
+    rows = [line.strip("| ").split(" | ") for line in v["held_table"].splitlines()[2:]]
+    assert rows == [
+        ["echo_epoll.py", "19,000", "0.11", "4.6", "0.12", "12", "29", "1.8", "100,000: not run: one process may hold "
+                                                                              "20,000 descriptors here (its hard "
+                                                                              "limit), not 100,000 connections"],
+        ["echo_select.py", "1,000", "0.31", "4.6", "-", "10", "29", "0.1", "10,000: select() cannot watch descriptors "
+                                                                           "past 1024"],
+        ["echo_reuseport.py --workers 7", "100,000", "0.63", "4.4", "1.4", "72", "29", "19.6", "-"],
+        ["echo_fork.py", "1,000", "1,277", "4.7", "-", "1,257", "29", "2.5", "10,000: a process per connection: "
+                                                                            "thousands of forks, about 1 MB each"],
+        ["echo_simple.py", "none of 1,000", "-", "-", "-", "-", "-", "-", "1,000: it serves one client at a time"]]
+
+
+def test_the_held_sentences_follow_the_records(tmp_path, monkeypatch):
+    """The headline, the c100k sentence, the descriptor limit, the kernel's share and the rates are computed: a
+    figure changed in the records changes them."""
+    record = held_record()
+    v = kept_held(tmp_path, monkeypatch, record).held_values()
+    assert v["held_headline"] == "A held connection cost a server from 0.11 KiB (echo_epoll.py at 19,000 held) to " \
+                                 "1,277 KiB (echo_fork.py at 1,000 held): 11,613 times as much."
+    said = v["held_findings"]
+    assert "echo_reuseport.py --workers 7 held 100,000: connected in 19.6 s, in 72 MiB of server memory, " \
+           "client.py's own 29 MiB." in said
+    assert "echo_epoll.py not run at 100,000: one process may hold 20,000 descriptors here" in said
+    assert "socket slabs (slabinfo) grew 4.4-4.7 KiB a held connection" in said and "both ends" in said
+    assert "100,000 held clients would take 121.8 GiB of server memory as a process each (echo_fork.py at 1,000 " \
+           "held: 1,277 KiB a connection), where echo_reuseport.py --workers 7 held them in 72 MiB" in said
+    assert "A process may hold 20,000 descriptors here" in v["held_how"]
+    record["runs"][1]["results"]["tables"][0]["rows"][0] = held_row("echo_fork.py", kib=82.0, kernel=4.7, held=1000,
+                                                                    connect=2.5)
+    v = kept_held(tmp_path, monkeypatch, record).held_values()
+    assert v["held_headline"].endswith("to 82 KiB (echo_fork.py at 1,000 held): 745 times as much.")
+    assert "7.8 GiB of server memory as a process each" in v["held_findings"]
+
+
+def test_the_held_section_says_what_was_not_read_and_what_was_not_measured(tmp_path, monkeypatch):
+    record = held_record()
+    record["runs"][0]["results"]["tables"][0]["rows"][0] = held_row(
+        "echo_epoll.py", held=10000, connect=0.9, memory_unread="cannot read /proc/PID of the server")
+    record["runs"][2]["results"]["tables"][0]["rows"] = []
+    v = kept_held(tmp_path, monkeypatch, record).held_values()
+    assert "Not read: echo_epoll.py (cannot read /proc/PID of the server)." in v["held_findings"]
+    assert "| echo_epoll.py | 10,000 | - | - |" in v["held_table"]
+    import regenerate
+    (tmp_path / "held.json").unlink()
+    v = regenerate.held_values()
+    assert v["held_table"] == "(not measured)" and v["held_headline"] == "Not measured in this run."
+    assert not v["held_picture"], "no picture to link to"
+
+
+def test_the_fork_estimate_becomes_the_measured_figure_where_it_was_measured(tmp_path, monkeypatch):
+    """client.py's words for echo_fork.py's limit ("about 1 MB each"), kept in the c10k records, give way to what
+    bench/held.py measured: linked to its section, but within it."""
+    regenerate = kept_held(tmp_path, monkeypatch, held_record())
+    said = regenerate.measured_estimates({"c10k_table": "thousands of forks, about 1 MB each |",
+                                          "held_table": "thousands of forks, about 1 MB each |"})
+    assert said == {"c10k_table": "thousands of forks, 1,277 KiB each ([measured](#what-a-held-client-costs) at "
+                                  "1,000 held) |", "held_table": "thousands of forks, 1,277 KiB each (measured at "
+                                                                  "1,000 held) |"}
+    (tmp_path / "held.json").unlink()
+    assert regenerate.measured_estimates({"x": "about 1 MB each"}) == {"x": "about 1 MB each"}
+
+
+def test_held_py_holds_each_server_at_the_size_that_finds_its_limit(monkeypatch):
+    """held-10k on every server; then 1,000 for those that did not hold it, the most one process holds under its
+    descriptor limit for the single processes, c100k with --workers for the worker processes (three quarters of the
+    limit each), and client.py with --procs enough for its own descriptors."""
+    import held
+    asked = []
+
+    def hold(n, servers, limit, runs):
+        asked.append((n, servers, held.held_command(n, servers, held.parts_for(n, limit) if n > 19000 else None)))
+        failing = {"echo_select.py", "echo_simple.py"} if n == held.HELD else set()
+        rows = [held_row(s) if s not in failing else held_row(s, failed="no") for s in servers]
+        runs.append({"held": n, "results": {"tables": [{"rows": rows}]}})
+        return rows
+    monkeypatch.setattr(held, "hold", hold)
+    monkeypatch.setattr(held, "descriptor_limit", lambda: 20000)
+    monkeypatch.setattr(held, "takes_workers", lambda s: s == "echo_reuseport.py")
+    record = held.measure(["echo_epoll.py", "echo_reuseport.py", "echo_select.py", "echo_simple.py"])
+    assert [(n, servers) for n, servers, _ in asked] == [
+        (10000, ["echo_epoll.py", "echo_reuseport.py", "echo_select.py", "echo_simple.py"]),
+        (1000, ["echo_select.py", "echo_simple.py"]), (19000, ["echo_epoll.py"]),
+        (100000, ["echo_reuseport.py --workers 7"])]
+    assert asked[0][2][-4:] == ["--scenario", "held-10k", "--servers", asked[0][2][-1]]
+    like = held.client.PRESETS.get("held-10k")  # the other sizes: its shape, as client.py has it
+    assert asked[1][2][5:12] == ["--clients", "1000", "--connects", "1", "--messages", str(like.messages if like
+                                                                                            else 2), "--hold"]
+    assert asked[1][2][12] == ("--idle" if getattr(like, "idle", None) is not None else "--servers")
+    assert asked[3][2][5:] == ["--scenario", "c100k", "--servers", "echo_reuseport.py --workers 7", "--procs", "7"]
+    assert list(record["not_run"]) == ["echo_epoll.py"] and "20,000" in record["not_run"]["echo_epoll.py"]
+    assert held.most_single(20000) == 19000 and held.most_single(524288) == held.MOST == 100000
+    assert held.parts_for(100000, 20000) == 7 and held.parts_for(100000, 524288) == 1
