@@ -801,7 +801,7 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches the group)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's noted(), which a fork inherits
     index, procs = share
     kind = TLSEngine if w.tls else Engine
     if traced:  # the same engine, recording (--trace); one engine in this process, so its lives and lines here
@@ -855,6 +855,35 @@ def fit_descriptors(clients, procs):
             clients, procs, need, soft))
 
 
+STOPS = []  # the stop signals that came: the waits below see them (wait())
+
+
+def noted(signum, frame):
+    """SIGINT's and SIGTERM's handler (main()'s): it only notes the signal, and the run's next wait does the stop."""
+    STOPS.append(signum)
+
+
+def wait(ready, seconds, stops=1):
+    """Wait until ready(t), which may itself wait t seconds, is true (True), or seconds pass (False). Here the run
+    sees a stop signal: `stops` noted end the wait, by KeyboardInterrupt where 1 (a run's wait: main() stops what
+    it started), by returning False where 2 (main()'s clean-up, which a second signal cuts short)."""
+    deadline = time.monotonic() + seconds
+    while len(STOPS) < stops:
+        left = deadline - time.monotonic()
+        if ready(min(max(left, 0.0), 0.05)):
+            return True
+        if left <= 0:
+            return False
+    if stops == 1:
+        raise KeyboardInterrupt(STOPS[0])
+    return False
+
+
+def exited(proc):
+    """wait()'s ready for a process: whether it has exited, looked at again after t seconds."""
+    return lambda t: proc.poll() is not None or time.sleep(t) or proc.poll() is not None
+
+
 def measure(host, port, w, procs, trace=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
     file trace, if given)."""
@@ -876,20 +905,19 @@ def measure(host, port, w, procs, trace=None):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
                                                           there, host, bool(trace)), daemon=True)
-        with StopDeferred():
-            start_worker(worker)
-            workers.append(worker)
+        start_worker(worker)
+        workers.append(worker)
         there.close()
         pipes.append(here)
     try:
         for pipe in pipes:
-            if not pipe.poll(60) or receive(pipe) != "ready":
+            if not wait(pipe.poll, 60) or receive(pipe) != "ready":
                 die("a worker process did not start")
         t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
         go.set()
         parts = []
         for pipe in pipes:
-            if not pipe.poll(finish_bound(w)):
+            if not wait(pipe.poll, finish_bound(w)):
                 die("a worker process did not finish")
             parts.append(receive(pipe))
         done = True
@@ -1540,17 +1568,16 @@ class RunningServer:
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
-        with StopDeferred():  # the signal it defers is raised once kept: stop_servers() finds it whole
-            self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
-                                          *cert, *extra],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
-                                         start_new_session=True)
-            RunningServer.started.append(self)
+        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
+                                      *cert, *extra],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
+                                     start_new_session=True)
+        RunningServer.started.append(self)
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
-        reader.join(15)
+        wait(lambda t: reader.join(t) or not reader.is_alive(), 15)
         line = first[-1]
         if line.startswith(b"Server Run Port:"):
             self.port = int(line.split(b":")[1])  # int() takes the line's end, \n or \r\n
@@ -1587,16 +1614,13 @@ class RunningServer:
             self.proc.send_signal(signal.SIGTERM)
         self.signalled = True
 
-    def stop(self, patience=5.0):
-        """SIGTERM, then, after patience seconds at most, SIGKILL for the whole group; returns what it wrote on
-        stderr."""
+    def stop(self, patience=5.0, stops=1):
+        """SIGTERM, then, after patience seconds at most (a wait() that `stops` stop signals end), SIGKILL for the
+        whole group; returns what it wrote on stderr."""
         if self.stderr is not None:
             return self.stderr  # already stopped
         self.terminate()
-        try:
-            self.proc.wait(patience)
-        except subprocess.TimeoutExpired:
-            pass
+        wait(exited(self.proc), patience, stops)
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
@@ -1612,13 +1636,13 @@ class RunningServer:
         return self.stderr
 
 
-def stop_servers(servers, patience=5.0):
+def stop_servers(servers, patience=5.0, stops=1):
     """Stop servers side by side: SIGTERM to each, then each waited for, patience seconds in all at most."""
     deadline = time.monotonic() + patience
     for server in servers:
         server.terminate()
     for server in servers:
-        server.stop(max(0.0, deadline - time.monotonic()))
+        server.stop(max(0.0, deadline - time.monotonic()), stops)
 
 
 def pool_spread(before, after):
@@ -1676,13 +1700,14 @@ def servers_help(scripts):
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
              for script in scripts if script not in HELP]
-    for script, proc in asked:
-        try:
-            out = proc.communicate(timeout=30)[0]
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out = proc.communicate()[0]
-        HELP[script] = out.decode(errors="replace")
+    try:
+        for _, proc in asked:
+            wait(exited(proc), 30)  # which a stop signal ends
+    finally:  # those still running are killed: after 30 s, or on a stop
+        for script, proc in asked:
+            if proc.poll() is None:
+                proc.kill()
+            HELP[script] = proc.communicate()[0].decode(errors="replace")
     return {script: HELP[script] for script in scripts}
 
 
@@ -2308,36 +2333,10 @@ def run_every_server(args):
     return 0
 
 
-def stop_signal(signum, frame):
-    """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if StopDeferred.active:
-        StopDeferred.signum = signum
-        return
-    raise KeyboardInterrupt(signum)
-
-
-class StopDeferred:
-    """with StopDeferred(): a stop signal that comes meanwhile is raised at the block's end, so that a process
-    started in it (a server, a worker) is kept where the stop finds it: else one that had forked and was not yet
-    kept would be left running, its parent gone."""
-    active, signum = False, None
-
-    def __enter__(self):
-        StopDeferred.active = True
-
-    def __exit__(self, *exc):
-        StopDeferred.active = False
-        signum, StopDeferred.signum = StopDeferred.signum, None  # raised once
-        if signum:
-            raise KeyboardInterrupt(signum)
-
-
 def main(argv=None):
+    signal.signal(signal.SIGINT, noted)
+    signal.signal(signal.SIGTERM, noted)
     args = parse_args(argv)
-    signal.signal(signal.SIGINT, stop_signal)
-    signal.signal(signal.SIGTERM, stop_signal)
     try:
         if args.all:
             return run_every_server(args)
@@ -2353,16 +2352,16 @@ def main(argv=None):
                 if args.tls:
                     check_tls(probe, args)
         return one_server(args, local)
-    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal to this process alone: what runs is stopped below
+    except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
-        return 128 + (e.args[0] if e.args else signal.SIGINT)
-    finally:  # what is left is stopped, bounded: a stop signal now would only cut it short
-        StopDeferred.active = True  # first, no call before it: one that comes from here on is noted, not raised
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return 128 + e.args[0]
+    finally:  # what is left is stopped, bounded; a second stop signal cuts the servers' patience short
         for worker in multiprocessing.active_children():
             worker.kill()
-        stop_servers(RunningServer.started, patience=0.5)
+        stop_servers(RunningServer.started, patience=0.5, stops=2)
+        # Python's exit puts a handled signal's default back, and SIGTERM's ends the process: ignored from here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 """client.py against a correct echo server and deliberately broken ones, all started here."""
 import json
 import os
+import random
 import selectors
 import signal
 import socket
@@ -642,48 +643,47 @@ def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
 
 
 def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch, tmp_path):
-    """The signal lands inside Popen (after the fork, before the server is kept in `started`): it is raised once
-    the server is kept, and main()'s stop_servers() stops it."""
+    """The signal comes inside Popen (after the fork, before the server is kept in `started`): it is only noted, so
+    the server is kept whole, and the wait for its port line ends the run; main()'s stop_servers() stops it."""
     client, popen, started = client_module, subprocess.Popen, []
 
     def signalled_inside(*args, **kwargs):
         proc = popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
                      stdout=subprocess.PIPE)
         started.append(proc)
-        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+        client.noted(signal.SIGTERM, None)  # what the handler does when the signal comes now
         return proc
 
-    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(client.subprocess, "Popen", signalled_inside)
     monkeypatch.setattr(client.RunningServer, "started", [])
+    monkeypatch.setattr(client, "STOPS", [])
     try:
         with pytest.raises(KeyboardInterrupt) as stopped:
             client.RunningServer(tmp_path / "echo_any.py", 0)
         assert stopped.value.args == (signal.SIGTERM,)
         assert [server.proc for server in client.RunningServer.started] == started
-        assert client.StopDeferred.signum is None and not client.StopDeferred.active  # raised once, not again
-        client.stop_servers(client.RunningServer.started, patience=0.5)  # as main()'s finally does
+        client.stop_servers(client.RunningServer.started, patience=0.5, stops=2)  # as main()'s finally does
         assert [proc.poll() for proc in started] == [-signal.SIGTERM], "the server it kept was not stopped"
     finally:
-        signal.signal(signal.SIGINT, handlers[0])
-        signal.signal(signal.SIGTERM, handlers[1])
         for proc in started:
             proc.kill()
             proc.wait(10)
             proc.stdout.close()  # stop() closed it already, unless an assertion came first
 
 
-# The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child. Run in a
-# process of its own, single-threaded as client.py is when it forks.
-WORKER_STARTS = """import multiprocessing, multiprocessing.context, signal, socket
+# The signal comes inside Process.start(), after the fork and before multiprocessing keeps the child: noted, the
+# worker kept, and measure()'s first wait ends the run and kills it. Run in a process of its own, single-threaded
+# as client.py is when it forks, with main()'s handler.
+WORKER_STARTS = """import multiprocessing, multiprocessing.context, os, signal, socket
 forked, original = [], multiprocessing.context.ForkProcess._Popen
 
 def signalled_inside(process):
     forked.append(original(process))
-    client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+    os.kill(os.getpid(), signal.SIGTERM)
     return forked[-1]
 
 multiprocessing.context.ForkProcess._Popen = staticmethod(signalled_inside)
+signal.signal(signal.SIGTERM, client.noted)
 try:
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
@@ -692,7 +692,7 @@ try:
             client.measure("127.0.0.1", listening.getsockname()[1], client.Workload(clients=1, connects=1), 1)
         except KeyboardInterrupt as e:
             print("interrupted", e.args[0] == signal.SIGTERM)
-    print("kept", bool(forked) and forked[0].pid in [child.pid for child in multiprocessing.active_children()])
+    print("killed", len(forked) == 1 and forked[0].returncode == -signal.SIGKILL)
 finally:
     for popen in forked:
         popen.kill()
@@ -702,24 +702,21 @@ finally:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers are forked here")
 def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped():
-    """The signal is raised once the worker is kept, so that main() finds it among the active children and kills
-    it (else the worker lived on, holding client.py's stdout and stderr, and a caller that read them to the end
-    hung)."""
+    """The worker is killed, not left (it lived on, holding client.py's stdout and stderr, and a caller that read
+    them to the end hung)."""
     result = python_with_client(WORKER_STARTS, timeout=TIMEOUT * 3)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["interrupted True", "kept True"], result.stdout
+    assert result.stdout.split("\n")[:2] == ["interrupted True", "killed True"], result.stdout
 
 
 # A stop signal that comes as main()'s clean-up begins (here after a run refused with one line): it is noted, and
-# neither raised nor left to cut the clean-up short. It comes inside the clean-up's first signal.signal().
-SIGNAL_AS_THE_CLEAN_UP_BEGINS = """import signal, socket
-unpatched = signal.signal
-def patched(signum, handler):
-    if handler is signal.SIG_IGN and not hasattr(patched, "sent"):
-        patched.sent = True
-        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
-    return unpatched(signum, handler)
-signal.signal = patched
+# neither raised nor left to cut the clean-up short. It comes inside the clean-up's first call.
+SIGNAL_AS_THE_CLEAN_UP_BEGINS = """import multiprocessing, os, signal, socket
+unpatched = multiprocessing.active_children
+def patched():
+    os.kill(os.getpid(), signal.SIGTERM)
+    return unpatched()
+multiprocessing.active_children = patched
 with socket.socket() as unused:
     unused.bind(("127.0.0.1", 0))
     port = unused.getsockname()[1]  # closed: nothing listens there
@@ -727,12 +724,90 @@ client.main(["--port", str(port), "--clients", "1", "--messages", "1"])
 """
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="a signal sent to itself (Unix)")
 def test_a_stop_signal_as_the_client_cleans_up_is_not_raised_there():
     result = python_with_client(SIGNAL_AS_THE_CLEAN_UP_BEGINS)
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 1 and result.stderr.startswith("client.py: error: cannot connect"), result.stderr
 
 
+# A server that will not stop on SIGTERM: main()'s clean-up SIGKILLs its group once its patience is over.
+STUBBORN = """import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("Server Run Port:1", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="a server's group is SIGKILLed (Unix)")
+def test_a_second_stop_signal_cuts_the_clean_up_short_and_still_stops_the_servers(client_module, monkeypatch,
+                                                                                   tmp_path):
+    """After one stop signal, a server that ignores SIGTERM is given the clean-up's patience; after a second, none:
+    it is SIGKILLed at once."""
+    client = client_module
+    (tmp_path / "echo_stubborn.py").write_text(STUBBORN)
+    monkeypatch.setattr(client.RunningServer, "started", [])
+    for signals, patience in ((1, 0.5), (2, 60)):
+        monkeypatch.setattr(client, "STOPS", [])
+        server = client.RunningServer(tmp_path / "echo_stubborn.py", 0)
+        assert server.port == 1, server.failed
+        client.STOPS.extend([signal.SIGINT] * signals)
+        began = time.monotonic()
+        client.stop_servers([server], patience=patience, stops=2)  # as main()'s finally does
+        took = time.monotonic() - began
+        assert server.proc.returncode == -signal.SIGKILL
+        assert took >= patience if signals == 1 else took < patience / 2, (signals, took)
+
+
+def caught(pid, signum):
+    """Whether process pid has a handler of its own for signum (/proc's SigCgt): client.py's once main() began."""
+    try:
+        with open("/proc/{}/status".format(pid)) as f:
+            mask = next(line for line in f if line.startswith("SigCgt:")).split()[1]
+        return bool(int(mask, 16) >> (signum - 1) & 1)
+    except (OSError, StopIteration):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+def test_stop_signals_at_random_instants_of_a_small_all_leave_nothing_running():
+    """20 stop signals, each at a random instant of a small --all from the moment its handler is in place: as it
+    starts servers, starts workers, measures and cleans up; one in five is followed by a second. Each ends it
+    within about a second, in one line (or it had ended already), and leaves no server, worker or orphan."""
+    rng, before, span, interrupted = random.Random(), echo_processes(), None, 0
+    args = [*PYTHON, str(ROOT / "client.py"), "--all", "--servers", "select,epoll", "--clients", "4", "--connects",
+            "1", "--messages", "20", "--repeat", "1", "--procs", "2"]
+    for n in range(21):
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True, env=dict(os.environ, ECHO_TESTS_RUN=RUN))
+        try:
+            assert wait_until(lambda: caught(proc.pid, signal.SIGTERM), timeout=TIMEOUT * 3), "no handler came"
+            began = time.monotonic()
+            if span is None:  # the first run is whole: how long one takes here, from its handler on
+                out, err = proc.communicate(timeout=TIMEOUT * 6)
+                assert proc.returncode == 0, err
+                span = time.monotonic() - began
+                continue
+            time.sleep(rng.uniform(0, span))
+            signum, signalled = rng.choice([signal.SIGINT, signal.SIGTERM]), time.monotonic()
+            proc.send_signal(signum)
+            if n % 5 == 0:
+                time.sleep(rng.uniform(0, 0.2))
+                proc.send_signal(rng.choice([signal.SIGINT, signal.SIGTERM]))
+            out, err = proc.communicate(timeout=TIMEOUT)
+            took, what = time.monotonic() - signalled, (n, signum, err)
+            assert "Traceback" not in err, what
+            if proc.returncode != 0:
+                interrupted += 1
+                assert proc.returncode == 128 + signum and err.endswith("client.py: interrupted\n"), what
+                assert took < 1.5, (took, what)
+            assert group_gone(proc.pid, 0.5), ("a worker outlived it", what)
+            assert not echo_processes() - before, ("a server outlived it", what)
+        finally:
+            kill_group(proc.pid)
+            proc.communicate()
+    assert interrupted >= 10, interrupted  # most signals came before the run's end
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
 # answers --help, as --all asks.
 CLOSING = """import argparse, socket
