@@ -2333,11 +2333,20 @@ def run_every_server(args):
     return 0
 
 
+def output_failed(e):
+    """A write to stdout failed (OSError e): its reader went away (| head), quietly, or it cannot be written (a full
+    disk), in one line; exit 1. What is left goes to os.devnull, else the exit's own flush fails again, loudly."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    if not isinstance(e, BrokenPipeError):
+        die("cannot write: " + (e.strerror or str(e)))
+    raise SystemExit(1)
+
+
 def main(argv=None):
     signal.signal(signal.SIGINT, noted)
     signal.signal(signal.SIGTERM, noted)
-    args = parse_args(argv)
     try:
+        args = parse_args(argv)
         if args.all:
             return run_every_server(args)
         # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
@@ -2355,6 +2364,10 @@ def main(argv=None):
     except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
         return 128 + e.args[0]
+    except OSError as e:
+        if e.errno in (errno.EPIPE, errno.ENOSPC):  # writing its output (output_failed())
+            output_failed(e)
+        raise
     finally:  # what is left is stopped, bounded; a second stop signal cuts the servers' patience short
         for worker in multiprocessing.active_children():
             worker.kill()
@@ -2362,6 +2375,10 @@ def main(argv=None):
         # Python's exit puts a handled signal's default back, and SIGTERM's ends the process: ignored from here.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        try:
+            sys.stdout.flush()  # here, not at the exit, so that a write that fails is said (output_failed())
+        except OSError as e:
+            output_failed(e)
 
 
 if __name__ == "__main__":
