@@ -2291,6 +2291,9 @@ def one_server(args, local):
                               why, args.trace)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
+    if not args.tls and result.errors and not result.messages and speaks_tls(args.host, args.port, args.timeout):
+        die("{}:{} speaks TLS, and this run did not: add --tls (and --cafile FILE where the system's store does not "
+            "hold its CA)".format(args.host, args.port))
     if args.json:
         print(to_json(result))
         if why:
@@ -2315,6 +2318,17 @@ def check_tls(sock, args):
                                                      "with --cafile"))
     except OSError as e:  # ssl.SSLError is one
         die("TLS: no handshake with {}: {}".format(where, e.strerror or e.reason or e))
+
+
+def speaks_tls(host, port, timeout):
+    """Whether host:port completes a TLS handshake, unverified: a plain run that had no echo there wanted --tls."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock, context.wrap_socket(sock):
+            return True
+    except OSError:  # ssl.SSLError is one
+        return False
 
 
 def run_every_server(args):

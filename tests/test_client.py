@@ -460,6 +460,21 @@ def test_tls_that_cannot_be_verified_is_one_line(start_server, tmp_path, monkeyp
 
 
 @pytest.mark.slow
+def test_a_plain_run_against_a_tls_server_says_so_in_one_line(start_server):
+    """Naming --tls, in closed and open loop, text and JSON (it was a table of resets); a plain server that echoes
+    nothing (it never accepts) is not taken for one."""
+    port = str(start_server("echo_selectors_tls.py", "-q").port)
+    for args in ([], ["--json"], ["--rate", "10", "--duration", "0.5"]):
+        result = client("--port", port, *WORKLOAD, *args)
+        assert (result.returncode, result.stdout) == (1, ""), result
+        assert result.stderr == "client.py: error: 127.0.0.1:{} speaks TLS, and this run did not: add --tls (and " \
+                                "--cafile FILE where the system's store does not hold its CA)\n".format(port)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        result = client("--port", str(silent.getsockname()[1]), *WORKLOAD, "--timeout", "0.5")
+    assert result.returncode == 1 and "by kind 6 timeout" in result.stdout and result.stderr == "", result
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("corrupt", "mismatch"), ("drop", "timeout"), ("extra", "extra bytes"),
                                          ("close", "closed early"), ("trailing", "extra bytes")])
 def test_every_fault_over_tls_is_counted_and_fails_the_run(echo_server, fault, kind):
