@@ -52,12 +52,13 @@ except ImportError:  # Windows: CPU from os.times(), and no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
-# The errors counted, by kind, and each in words with its bound (why_failed(), kinds_text()).
+# The errors counted, by kind, each of them a connection that failed, and in words with its bound after "N connections"
+# (why_failed(), kinds_text()).
 ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
-               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
-               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
-               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
-               "other": "other errors"}
+               "timeout": "had no echo within {timeout:g} s", "closed early": "closed by the server",
+               "mismatch": "had wrong bytes echoed", "extra bytes": "had more bytes echoed than sent",
+               "deadline": "cut at the run's {budget:g} s bound", "tls": "failed in TLS (a handshake or a record)",
+               "other": "failed otherwise"}
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -1036,11 +1037,11 @@ def rate_text(rate):
 
 
 def kinds_text(kinds, w=None):
-    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the
-    workload w, in words with their bounds: "2 reset, 1 no echo within 10 s"."""
+    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the workload w, counted as
+    connections, in words with their bounds: "2 connections reset, 1 connection had no echo within 10 s"."""
     bounds = dataclasses.asdict(w) if w is not None else None
-    return ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**bounds) if bounds else kind)
-                     for kind, n in kinds.items()) or "-"
+    return ", ".join("{:,} connection{} {}".format(n, "s" * (n != 1), ERROR_WORDS[kind].format(**bounds)) if bounds
+                     else "{:,} {}".format(n, kind) for kind, n in kinds.items()) or "-"
 
 
 def yes(value):
@@ -1711,10 +1712,12 @@ def servers_help(scripts):
     return {script: HELP[script] for script in scripts}
 
 
-def why_failed(result, w, name):
-    """A failed run in words: what happened, and the pattern's known limit."""
+def why_failed(result, w, name, warm_up=False):
+    """A failed run in words: what happened (in the warm-up, of workload w, where it was), and the pattern's known
+    limit."""
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
-    text = "{:,} of {:,} messages echoed; {}".format(result.messages, result.expected, happened)
+    text = "{:,} of {:,} messages echoed{}; {}".format(result.messages, result.expected, " in the warm-up ({})".format(
+        describe(w)) if warm_up else "", happened)
     limit = LIMITS.get(name.split()[0])
     if limit and "{workers}" in limit:
         limit = limit.format(workers=workers_of(name.split()))
@@ -1790,7 +1793,7 @@ def run_all(args, scenarios, entries, skipped):
                 step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                 result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
             if result.errors or result.messages != result.expected:
-                row["failed"] = why_failed(result, load, server.name)
+                row["failed"] = why_failed(result, load, server.name, warm_up=rep == 0)
                 # Stopped now: a server that failed may still be working through what it was
                 # sent (10,000 threads running --work), and would slow the next server's run.
                 server.stop()

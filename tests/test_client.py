@@ -347,9 +347,19 @@ def test_a_failed_row_says_why_in_words(client_module):
     result = client_module.Run(messages=90, expected=100, error_kinds={"timeout": 8, "connect timeout": 2})
     text = client_module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
-    assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
+    assert "8 connections had no echo within 30 s" in text and "2 connections not connected within 30 s" in text
     assert "select() cannot watch descriptors past 1024" in text
     assert "limit" not in client_module.why_failed(result, w, "echo_epoll.py")
+
+
+def test_a_row_that_failed_in_the_warm_up_says_so_and_counts_with_nouns(client_module):
+    """The warm-up's workload is not the table's: the line names it (the 44 failed connections had no noun)."""
+    w = client_module.Workload(clients=100, connects=1, messages=10, timeout=10)
+    result = client_module.Run(messages=560, expected=1000, error_kinds={"timeout": 44, "reset": 1})
+    assert client_module.why_failed(result, w, "echo_simple.py", warm_up=True).startswith(
+        "560 of 1,000 messages echoed in the warm-up (100 clients x 1 connections x 10 messages of 32 B); 44 "
+        "connections had no echo within 10 s, 1 connection reset; the pattern's limit: ")
+    assert "warm-up" not in client_module.why_failed(result, w, "echo_simple.py")
 
 
 def test_a_long_run_waits_for_its_workers_within_what_poll_takes(client_module):
