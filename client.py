@@ -1010,13 +1010,14 @@ def at_least(ordered, seconds):
 
 # ---- results: records whose fields say how every output writes them
 
-def figure(title, spec, line, unit="", when=False, table=False):
+def figure(title, spec, line, unit="", when=False, table=False, text=None):
     """A figure of a result record, declared once: its title, its format (a format spec, or a
     function of the value) and unit drive the text (grouped in lines), the Markdown (a column
-    where table) and the JSON (its field name) alike. A figure `when` applies only sometimes
-    (held connections, TLS, the server's CPU under --all): where it is None it is left out."""
+    where table) and the JSON (its field name) alike, but for text: (spec, unit) where the text's differ. A
+    figure `when` applies only sometimes (held connections, TLS, the server's CPU under --all): where it is None
+    it is left out."""
     return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
-                                                     "when": when, "table": table})
+                                                     "when": when, "table": table, "text": text})
 
 
 def ms_text(value):
@@ -1092,10 +1093,11 @@ def record(name, doc, figures):
     return cls
 
 
+IN_MS = (lambda seconds: ms_text(1000 * seconds), "ms")  # the article's seconds, as the text report's other times
 Run = record("Run", "A closed-loop run against one server, or the medians of --all's measured runs.", {
-    "connect_s": figure("connect", "{:.5f}", "article", "s", when=True, table=True),
-    "echo_s": figure("echo", "{:.5f}", "article", "s", when=True, table=True),
-    "total_s": figure("total", "{:.5f}", "article", "s", when=True, table=True),
+    "connect_s": figure("connect", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
+    "echo_s": figure("echo", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
+    "total_s": figure("total", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
     "connect_phase_s": figure("connect phase", "{:.3f}", "phases", "s", when=True, table=True),
     "echo_phase_s": figure("echo phase", "{:.3f}", "phases", "s", when=True, table=True),
     "messages": figure("messages verified", COUNT, "messages"),
@@ -1178,13 +1180,16 @@ def column(m):
     return m["title"] + (" " + m["unit"] if m["unit"] else "")
 
 
-def text_lines(r):
-    """The text report: one line per group of figures, each as its title (less the line's name), value and unit."""
+def text_lines(r, marks={}):
+    """The text report: one line per group of figures, each as its title (less the line's name), value and unit, and
+    its mark where marks ({name: words}) has one."""
     lines = {}
     for name, m, value in shown(r):
         title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
             "" if m["title"] == m["line"] else m["title"]
-        lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"]) if x))
+        m = dict(m, spec=m["text"][0], unit=m["text"][1]) if m["text"] else m
+        lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"], marks.get(name))
+                                                        if x))
     return ["{:<10} {}".format(line, "   ".join(items)) for line, items in lines.items()]
 
 
@@ -1838,6 +1843,18 @@ def summarize(server, runs, failed, worker_cpu):
     return row
 
 
+def scant_below(r):
+    """The server CPU seconds a figure per server CPU-second needs: 10 ms, where a run's fixed costs (0.4-0.5 ms of
+    a 3-message run on the 2-core machine of RESULTS.md) weigh 5 % or less, and 20 times its resolution (10 ms
+    ticks where a thread or process had exited: 0.2 s)."""
+    return max(0.01, 20 * (r.server_cpu_resolution_s or 0))
+
+
+def scant(r):
+    """Whether r's messages per server CPU-second rest on too little work to mean much (scant_below())."""
+    return r.msgs_per_server_cpu_s is not None and r.server_cpu_s < scant_below(r)
+
+
 def per_server_cpu(run):
     """A Run's figures of its server's CPU: messages per server CPU-second, and whether the client spent more."""
     run.msgs_per_server_cpu_s = run.messages / run.server_cpu_s if run.server_cpu_s else None
@@ -1884,7 +1901,8 @@ def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
-    lines = text_lines(r)
+    lines = text_lines(r, {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, under {:g} ms)".format(
+        ms_text(1000 * r.server_cpu_s), 1000 * scant_below(r))} if scant(r) else {})
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
@@ -1904,7 +1922,11 @@ def report(r, w, procs, cpu_not_measured=None):
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
-                                         "process below it, from /proc")):
+                                         "process below it, from /proc; its resolution is what it may be short by: 1 ns "
+                                         "(the kernel's schedstat), or clock ticks of 10 ms where a thread or process "
+                                         "had exited"),
+            (r.client_bound, "client-bound: the client spent more CPU than the server, so msgs/s is as much the "
+                             "client's limit as the server's")):
         if applies:
             print("{:<10} {}".format("note", text))
 
@@ -2242,7 +2264,8 @@ def build_parser():
           help="messages per connection, SEND_RECV_COUNT (default: 50)")
     group("--size", type=number(1, 16 << 20), metavar="BYTES", help="bytes per message (default: {size})".format(
         **SHAPE))
-    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges for S seconds, not --messages: a run "
+          "takes --connects x S")
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "

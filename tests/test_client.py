@@ -362,6 +362,35 @@ def test_a_row_that_failed_in_the_warm_up_says_so_and_counts_with_nouns(client_m
     assert "warm-up" not in client_module.why_failed(result, w, "echo_simple.py")
 
 
+def test_a_figure_per_server_cpu_second_on_too_little_work_says_so(client_module, capsys):
+    """The rule: at least 10 ms of server CPU (1 ns schedstat), and 20 times its resolution (10 ms ticks: 0.2 s).
+    The text report marks the figure, explains client-bound and the resolution, and gives the article's times in
+    ms like the rest."""
+    client = client_module
+    for cpu, resolution, scant in ((0.0009, 1e-9, True), (0.0099, 1e-9, True), (0.01, 1e-9, False),
+                                   (0.19, 0.01, True), (0.2, 0.01, False), (None, None, False)):
+        r = client.Run(messages=3000, server_cpu_s=cpu, server_cpu_resolution_s=resolution, client_cpu_s=0.001)
+        if cpu:
+            client.per_server_cpu(r)
+        assert client.scant(r) is scant, (cpu, resolution)
+    r = client.Run(messages=3, expected=3, wall_s=0.001, connections=1, msgs_per_s=3000, connect_s=0.000296,
+                   echo_s=0.00064, total_s=0.00093, server_cpu_s=0.0009, server_cpu_resolution_s=1e-9, client_cpu_s=0.01,
+                   errors=0, error_kinds={})
+    client.per_server_cpu(r)
+    client.report(r, client.Workload(clients=1, connects=1, messages=3), 1)
+    lines = capsys.readouterr().out.splitlines()
+    assert "article    connect 0.296 ms   echo 0.640 ms   total 0.930 ms" in lines, lines
+    assert "msgs per server CPU-s 3,333 (too little work to mean much: 0.900 ms of server CPU, under 10 ms)   " \
+           "client-bound yes" in next(line for line in lines if line.startswith("server ")), lines
+    notes = " ".join(line for line in lines if line.startswith("note "))
+    assert "resolution is what it may be short by: 1 ns" in notes and "client-bound: the client spent more" in notes
+    r.server_cpu_s, r.client_cpu_s = 0.5, 0.001
+    client.per_server_cpu(r)
+    client.report(r, client.Workload(clients=1, connects=1, messages=3), 1)
+    out = capsys.readouterr().out
+    assert "too little work" not in out and "client-bound: " not in out and "client-bound no" in out, out
+
+
 def test_a_long_run_waits_for_its_workers_within_what_poll_takes(client_module):
     """A worker's bound grows with the messages asked of it, every wait at its own bound; past what a
     poll() takes (2**31 ms), --connects 10 --messages 50000 was a traceback (OverflowError)."""
