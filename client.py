@@ -1835,8 +1835,8 @@ def summarize(server, runs, failed, worker_cpu):
         row.busiest_cpu_share, row.even_share = row.worker_cpu_s[0] / total if total else None, 1 / len(worker_cpu)
     if row.server_cpu_resolution_s is not None:  # the coarsest run's
         row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
-    if row.server_cpu_s is not None:
-        per_server_cpu(row)
+    if row.server_cpu_s is not None:  # msgs_per_server_cpu_s stays the runs' median, as bench/draw.py's chart says
+        row.client_bound = row.client_cpu_s > row.server_cpu_s
         cheap = [r.msgs_per_server_cpu_s for r in runs if r.msgs_per_server_cpu_s]
         if len(cheap) > 1 and row.msgs_per_server_cpu_s:
             row.msgs_per_server_cpu_spread = (max(cheap) - min(cheap)) / 2 / row.msgs_per_server_cpu_s

@@ -391,6 +391,20 @@ def test_a_figure_per_server_cpu_second_on_too_little_work_says_so(client_module
     assert "too little work" not in out and "client-bound: " not in out and "client-bound no" in out, out
 
 
+def test_a_rows_messages_per_server_cpu_second_is_the_median_of_its_runs(client_module):
+    """As bench/draw.py's chart label says, for an odd and an even --repeat: not median(messages) / median(CPU)
+    (2,000 and 1,667 here), which is no run's figure."""
+    client = client_module
+    for pairs, median in (([(1000, 1.0), (2000, 1.0), (3000, 3.0)], 1000), ([(1000, 1.0), (4000, 2.0)], 1500)):
+        runs = [client.Run(messages=m, server_cpu_s=cpu, server_cpu_resolution_s=1e-9, client_cpu_s=0.5)
+                for m, cpu in pairs]
+        for r in runs:
+            client.per_server_cpu(r)
+        row = client.summarize("echo_x.py", runs, None, {})
+        assert row.msgs_per_server_cpu_s == median and row.client_bound is False, row
+        assert row.msgs_per_server_cpu_spread == (2000 - 1000) / 2 / median
+
+
 def test_a_long_run_waits_for_its_workers_within_what_poll_takes(client_module):
     """A worker's bound grows with the messages asked of it, every wait at its own bound; past what a
     poll() takes (2**31 ms), --connects 10 --messages 50000 was a traceback (OverflowError)."""
