@@ -865,9 +865,8 @@ def noted(signum, frame):
 
 
 def wait(ready, seconds, stops=1):
-    """Wait until ready(t), which may itself wait t seconds, is true (True), or seconds pass (False). Here the run
-    sees a stop signal: `stops` noted end the wait, by KeyboardInterrupt where 1 (a run's wait: main() stops what
-    it started), by returning False where 2 (main()'s clean-up, which a second signal cuts short)."""
+    """Wait until ready(t) (which may wait t seconds) is true: True, or False once seconds pass. `stops` stop signals
+    noted end it: a run's wait (1) by KeyboardInterrupt (main() stops what it started), the clean-up's (2): False."""
     deadline = time.monotonic() + seconds
     while len(STOPS) < stops:
         left = deadline - time.monotonic()
@@ -1012,10 +1011,9 @@ def at_least(ordered, seconds):
 
 def figure(title, spec, line, unit="", when=False, table=False, text=None):
     """A figure of a result record, declared once: its title, its format (a format spec, or a
-    function of the value) and unit drive the text (grouped in lines), the Markdown (a column
-    where table) and the JSON (its field name) alike, but for text: (spec, unit) where the text's differ. A
-    figure `when` applies only sometimes (held connections, TLS, the server's CPU under --all): where it is None
-    it is left out."""
+    function of the value) and unit drive the text (grouped in lines; text: its own (spec, unit)), the Markdown (a
+    column where table) and the JSON (its field name). A figure `when` applies only sometimes (held
+    connections, TLS, the server's CPU under --all): where it is None it is left out."""
     return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
                                                      "when": when, "table": table, "text": text})
 
@@ -1843,16 +1841,12 @@ def summarize(server, runs, failed, worker_cpu):
     return row
 
 
-def scant_below(r):
-    """The server CPU seconds a figure per server CPU-second needs: 10 ms, where a run's fixed costs (0.4-0.5 ms of
-    a 3-message run on the 2-core machine of RESULTS.md) weigh 5 % or less, and 20 times its resolution (10 ms
-    ticks where a thread or process had exited: 0.2 s)."""
-    return max(0.01, 20 * (r.server_cpu_resolution_s or 0))
-
-
 def scant(r):
-    """Whether r's messages per server CPU-second rest on too little work to mean much (scant_below())."""
-    return r.msgs_per_server_cpu_s is not None and r.server_cpu_s < scant_below(r)
+    """The server CPU seconds r's messages per server CPU-second needs where it rests on less (too little work to
+    mean much), else None: 10 ms, where a run's fixed costs (0.4-0.5 ms of a 3-message run on the 2-core machine of
+    RESULTS.md) weigh 5 % or less, and 20 times its resolution (10 ms ticks where a thread or process had exited)."""
+    need = max(0.01, 20 * (r.server_cpu_resolution_s or 0))
+    return need if r.msgs_per_server_cpu_s is not None and r.server_cpu_s < need else None
 
 
 def per_server_cpu(run):
@@ -1901,8 +1895,8 @@ def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
-    lines = text_lines(r, {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, under {:g} ms)".format(
-        ms_text(1000 * r.server_cpu_s), 1000 * scant_below(r))} if scant(r) else {})
+    lines = text_lines(r, scant(r) and {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, "
+                                        "under {:g} ms)".format(ms_text(1000 * r.server_cpu_s), 1000 * scant(r))} or {})
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
@@ -1922,9 +1916,9 @@ def report(r, w, procs, cpu_not_measured=None):
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
-                                         "process below it, from /proc; its resolution is what it may be short by: 1 ns "
-                                         "(the kernel's schedstat), or clock ticks of 10 ms where a thread or process "
-                                         "had exited"),
+                                         "process below it, from /proc; its resolution is what it may be short by: "
+                                         "1 ns (the kernel's schedstat), or clock ticks of 10 ms where a thread or "
+                                         "process had exited"),
             (r.client_bound, "client-bound: the client spent more CPU than the server, so msgs/s is as much the "
                              "client's limit as the server's")):
         if applies:
@@ -2264,8 +2258,8 @@ def build_parser():
           help="messages per connection, SEND_RECV_COUNT (default: 50)")
     group("--size", type=number(1, 16 << 20), metavar="BYTES", help="bytes per message (default: {size})".format(
         **SHAPE))
-    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges for S seconds, not --messages: a run "
-          "takes --connects x S")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges for S seconds, not "
+          "--messages: a run takes --connects x S")
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "

@@ -372,7 +372,7 @@ def test_a_figure_per_server_cpu_second_on_too_little_work_says_so(client_module
         r = client.Run(messages=3000, server_cpu_s=cpu, server_cpu_resolution_s=resolution, client_cpu_s=0.001)
         if cpu:
             client.per_server_cpu(r)
-        assert client.scant(r) is scant, (cpu, resolution)
+        assert bool(client.scant(r)) is scant, (cpu, resolution)
     r = client.Run(messages=3, expected=3, wall_s=0.001, connections=1, msgs_per_s=3000, connect_s=0.000296,
                    echo_s=0.00064, total_s=0.00093, server_cpu_s=0.0009, server_cpu_resolution_s=1e-9, client_cpu_s=0.01,
                    errors=0, error_kinds={})
