@@ -2367,41 +2367,38 @@ def run_every_server(args):
     return 0
 
 
-def output_failed(e):
-    """A write to stdout failed (OSError e): its reader went away (| head), quietly, or it cannot be written (a full
-    disk), in one line; exit 1. What is left goes to os.devnull, else the exit's own flush fails again, loudly."""
-    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    if not isinstance(e, BrokenPipeError):
-        die("cannot write: " + (e.strerror or str(e)))
-    raise SystemExit(1)
-
-
 def main(argv=None):
     signal.signal(signal.SIGINT, noted)
     signal.signal(signal.SIGTERM, noted)
     try:
         args = parse_args(argv)
         if args.all:
-            return run_every_server(args)
-        # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
-        # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
-        local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
-        if args.tls or not (local and listening_sockets(args.port)):
-            try:
-                probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
-            except OSError as e:
-                die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
-            with probe:
-                if args.tls:
-                    check_tls(probe, args)
-        return one_server(args, local)
+            status = run_every_server(args)
+        else:
+            # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
+            # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
+            local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
+            if args.tls or not (local and listening_sockets(args.port)):
+                try:
+                    probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
+                except OSError as e:
+                    die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+                with probe:
+                    if args.tls:
+                        check_tls(probe, args)
+            status = one_server(args, local)
+        sys.stdout.flush()  # here, not at the exit, so that a write that fails is said below
+        return status
     except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
         return 128 + e.args[0]
-    except OSError as e:
-        if e.errno in (errno.EPIPE, errno.ENOSPC):  # writing its output (output_failed())
-            output_failed(e)
-        raise
+    except OSError as e:  # writing the output: its reader went away (| head), or it cannot be written (> /dev/full)
+        if e.errno not in (errno.EPIPE, errno.ENOSPC):
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's own flush fails, loudly
+        if e.errno == errno.ENOSPC:
+            die("cannot write: " + e.strerror)
+        return 1  # quietly
     finally:  # what is left is stopped, bounded; a second stop signal cuts the servers' patience short
         for worker in multiprocessing.active_children():
             worker.kill()
@@ -2409,11 +2406,6 @@ def main(argv=None):
         # Python's exit puts a handled signal's default back, and SIGTERM's ends the process: ignored from here.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        try:
-            sys.stdout.flush()  # here, not at the exit, so that a write that fails is said (output_failed())
-        except OSError as e:
-            output_failed(e)
-
 
 if __name__ == "__main__":
     sys.exit(main())
