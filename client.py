@@ -1593,13 +1593,11 @@ class RunningServer:
     def exited_with_one_line(self):
         """The server exited 1 before its port line, with one line on stderr and no traceback: what a
         pattern says where the platform lacks what it needs (and names one that runs there)."""
-        try:
-            status = self.proc.wait(5)
-        except subprocess.TimeoutExpired:
+        if not wait(exited(self.proc), 5):
             return False
         self.err.seek(0)
         said = self.err.read().decode(errors="replace").strip()
-        return status == 1 and said != "" and "\n" not in said and "Traceback" not in said
+        return self.proc.returncode == 1 and said != "" and "\n" not in said and "Traceback" not in said
 
     def cpu(self):
         """The CPU its whole process group has used so far (a CPU), or None (no /proc)."""
