@@ -1844,7 +1844,7 @@ def scant(r):
     mean much), else None: 10 ms, where a run's fixed costs (0.4-0.5 ms of a 3-message run on the 2-core machine of
     RESULTS.md) weigh 5 % or less, and 20 times its resolution (10 ms ticks where a thread or process had exited)."""
     need = max(0.01, 20 * (r.server_cpu_resolution_s or 0))
-    return need if r.msgs_per_server_cpu_s is not None and r.server_cpu_s < need else None
+    return need if getattr(r, "msgs_per_server_cpu_s", None) is not None and r.server_cpu_s < need else None
 
 
 def per_server_cpu(run):
@@ -1917,8 +1917,8 @@ def report(r, w, procs, cpu_not_measured=None):
                                          "process below it, from /proc; its resolution is what it may be short by: "
                                          "1 ns (the kernel's schedstat), or clock ticks of 10 ms where a thread or "
                                          "process had exited"),
-            (r.client_bound, "client-bound: the client spent more CPU than the server, so msgs/s is as much the "
-                             "client's limit as the server's")):
+            (getattr(r, "client_bound", None), "client-bound: the client spent more CPU than the server, so msgs/s "
+                                               "is as much the client's limit as the server's")):
         if applies:
             print("{:<10} {}".format("note", text))
 

@@ -389,6 +389,11 @@ def test_a_figure_per_server_cpu_second_on_too_little_work_says_so(client_module
     client.report(r, client.Workload(clients=1, connects=1, messages=3), 1)
     out = capsys.readouterr().out
     assert "too little work" not in out and "client-bound: " not in out and "client-bound no" in out, out
+    step = client.Step(offered_rate=40, scheduled=20, connections=20, messages=20, expected=20, server_cpu_s=0.001,
+                       server_cpu_resolution_s=1e-9, errors=0, error_kinds={})  # open loop: no figure per CPU-second
+    assert client.scant(step) is None
+    client.report(step, client.Workload(rate=40, duration=0.5), 1)
+    assert "client-bound" not in capsys.readouterr().out
 
 
 def test_a_rows_messages_per_server_cpu_second_is_the_median_of_its_runs(client_module):
