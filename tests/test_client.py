@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: 0BSD
 """client.py against a correct echo server and deliberately broken ones, all started here."""
+import ast
 import json
 import os
 import random
@@ -742,6 +743,24 @@ def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped
             proc.kill()
             proc.wait(10)
             proc.stdout.close()  # stop() closed it already, unless an assertion came first
+
+
+def test_every_stop_signal_handler_of_the_client_only_notes():
+    """Issue 48: each handler client.py installs for SIGINT or SIGTERM (a function of its own, not SIG_IGN or
+    SIG_DFL) has assignments, counts and appends only: no other call, no raise, no default_int_handler."""
+    tree = ast.parse((ROOT / "client.py").read_text())
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    installed = [call.args[1] for call in ast.walk(tree) if isinstance(call, ast.Call)
+                 and ast.unparse(call.func) == "signal.signal" and ast.unparse(call.args[0]) in ("signal.SIGINT",
+                                                                                                 "signal.SIGTERM")]
+    handlers = {ast.unparse(h) for h in installed} - {"signal.SIG_IGN", "signal.SIG_DFL"}
+    assert handlers == {"noted"}, handlers
+    for statement in functions["noted"].body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # the docstring
+        calls = [ast.unparse(c.func) for c in ast.walk(statement) if isinstance(c, ast.Call)]
+        assert isinstance(statement, (ast.Assign, ast.AugAssign, ast.Expr)), ast.unparse(statement)
+        assert all(call.endswith(".append") for call in calls), ast.unparse(statement)
 
 
 # The signal comes inside Process.start(), after the fork and before multiprocessing keeps the child: noted, the
