@@ -53,12 +53,13 @@ except ImportError:  # Windows: CPU from os.times(), and no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
-# The errors counted, by kind, and each in words with its bound (why_failed(), kinds_text()).
+# The errors counted, by kind, each of them a connection that failed, and in words with its bound after "N connections"
+# (why_failed(), kinds_text()).
 ERROR_WORDS = {"refused": "refused", "reset": "reset", "connect timeout": "not connected within {connect_timeout:g} s",
-               "timeout": "no echo within {timeout:g} s", "closed early": "closed by the server",
-               "mismatch": "wrong bytes echoed", "extra bytes": "more bytes than sent",
-               "deadline": "cut at the run's {budget:g} s bound", "tls": "TLS errors (a handshake or a record)",
-               "other": "other errors"}
+               "timeout": "had no echo within {timeout:g} s", "closed early": "closed by the server",
+               "mismatch": "had wrong bytes echoed", "extra bytes": "had more bytes echoed than sent",
+               "deadline": "cut at the run's {budget:g} s bound", "tls": "failed in TLS (a handshake or a record)",
+               "other": "failed otherwise"}
 # Bounds sized to the work, so that they never fail a correct server (CLIENT.md, "Why these defaults").
 CONNECTING = 100  # default connects in flight: well inside the article's backlog of 256
 HELD_PACE = 20000  # held connections start at most this many a second: fewer SYN retries against a full queue
@@ -828,7 +829,7 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     """Runs in a worker process: drive this worker's share of the load (its client
     ids, or its place in the schedule), send back one figures dict."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides when to stop (Ctrl-C reaches the group)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's stop_signal(), which a fork inherits
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)  # not the parent's noted(), which a fork inherits
     index, procs = share
     kind = TLSEngine if w.tls else Engine
     if traced:  # the same engine, recording (--trace); one engine in this process, so its lives and lines here
@@ -902,6 +903,34 @@ def too_few_descriptors(pid, clients, pool=True):
         "systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
 
 
+STOPS = []  # the stop signals that came: the waits below see them (wait())
+
+
+def noted(signum, frame):
+    """SIGINT's and SIGTERM's handler (main()'s): it only notes the signal, and the run's next wait does the stop."""
+    STOPS.append(signum)
+
+
+def wait(ready, seconds, stops=1):
+    """Wait until ready(t) (which may wait t seconds) is true: True, or False once seconds pass. `stops` stop signals
+    noted end it: a run's wait (1) by KeyboardInterrupt (main() stops what it started), the clean-up's (2): False."""
+    deadline = time.monotonic() + seconds
+    while len(STOPS) < stops:
+        left = deadline - time.monotonic()
+        if ready(min(max(left, 0.0), 0.05)):
+            return True
+        if left <= 0:
+            return False
+    if stops == 1:
+        raise KeyboardInterrupt(STOPS[0])
+    return False
+
+
+def exited(proc):
+    """wait()'s ready for a process: whether it has exited, looked at again after t seconds."""
+    return lambda t: proc.poll() is not None or time.sleep(t) or proc.poll() is not None
+
+
 def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
     file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
@@ -924,14 +953,13 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
         here, there = context.Pipe(duplex=False)
         worker = context.Process(target=run_worker, args=((family, sockaddr), (i, procs), per_worker, go, barrier,
                                                           there, host, bool(trace)), daemon=True)
-        with StopDeferred():
-            start_worker(worker)
-            workers.append(worker)
+        start_worker(worker)
+        workers.append(worker)
         there.close()
         pipes.append(here)
     try:
         for pipe in pipes:
-            if not pipe.poll(60) or receive(pipe) != "ready":
+            if not wait(pipe.poll, 60) or receive(pipe) != "ready":
                 die("a worker process did not start")
         before = w.hold and not w.rate and held_memory(pid, unread)
         t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
@@ -945,7 +973,7 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
                 after = None
         parts = []
         for pipe in pipes:
-            if not pipe.poll(finish_bound(w)):
+            if not wait(pipe.poll, finish_bound(w)):
                 die("a worker process did not finish")
             parts.append(receive(pipe))
         done = True
@@ -1091,13 +1119,13 @@ def at_least(ordered, seconds):
 
 # ---- results: records whose fields say how every output writes them
 
-def figure(title, spec, line, unit="", when=False, table=False):
+def figure(title, spec, line, unit="", when=False, table=False, text=None):
     """A figure of a result record, declared once: its title, its format (a format spec, or a
-    function of the value) and unit drive the text (grouped in lines), the Markdown (a column
-    where table) and the JSON (its field name) alike. A figure `when` applies only sometimes
-    (held connections, TLS, the server's CPU under --all): where it is None it is left out."""
+    function of the value) and unit drive the text (grouped in lines; text: its own (spec, unit)), the Markdown (a
+    column where table) and the JSON (its field name). A figure `when` applies only sometimes (held
+    connections, TLS, the server's CPU under --all): where it is None it is left out."""
     return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
-                                                     "when": when, "table": table})
+                                                     "when": when, "table": table, "text": text})
 
 
 def ms_text(value):
@@ -1118,11 +1146,11 @@ def rate_text(rate):
 
 
 def kinds_text(kinds, w=None):
-    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the
-    workload w, in words with their bounds: "2 reset, 1 no echo within 10 s"."""
+    """Errors by kind, the one way they are written: "2 reset, 1 mismatch"; given the workload w, counted as
+    connections, in words with their bounds: "2 connections reset, 1 connection had no echo within 10 s"."""
     bounds = dataclasses.asdict(w) if w is not None else None
-    return ", ".join("{:,} {}".format(n, ERROR_WORDS[kind].format(**bounds) if bounds else kind)
-                     for kind, n in kinds.items()) or "-"
+    return ", ".join("{:,} connection{} {}".format(n, "s" * (n != 1), ERROR_WORDS[kind].format(**bounds)) if bounds
+                     else "{:,} {}".format(n, kind) for kind, n in kinds.items()) or "-"
 
 
 def yes(value):
@@ -1173,10 +1201,11 @@ def record(name, doc, figures):
     return cls
 
 
+IN_MS = (lambda seconds: ms_text(1000 * seconds), "ms")  # the article's seconds, as the text report's other times
 Run = record("Run", "A closed-loop run against one server, or the medians of --all's measured runs.", {
-    "connect_s": figure("connect", "{:.5f}", "article", "s", when=True, table=True),
-    "echo_s": figure("echo", "{:.5f}", "article", "s", when=True, table=True),
-    "total_s": figure("total", "{:.5f}", "article", "s", when=True, table=True),
+    "connect_s": figure("connect", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
+    "echo_s": figure("echo", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
+    "total_s": figure("total", "{:.5f}", "article", "s", when=True, table=True, text=IN_MS),
     "connect_phase_s": figure("connect phase", "{:.3f}", "phases", "s", when=True, table=True),
     "echo_phase_s": figure("echo phase", "{:.3f}", "phases", "s", when=True, table=True),
     "messages": figure("messages verified", COUNT, "messages"),
@@ -1270,13 +1299,16 @@ def column(m):
     return m["title"] + (" " + m["unit"] if m["unit"] else "")
 
 
-def text_lines(r):
-    """The text report: one line per group of figures, each as its title (less the line's name), value and unit."""
+def text_lines(r, marks={}):
+    """The text report: one line per group of figures, each as its title (less the line's name), value and unit, and
+    its mark where marks ({name: words}) has one."""
     lines = {}
     for name, m, value in shown(r):
         title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
             "" if m["title"] == m["line"] else m["title"]
-        lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"]) if x))
+        m = dict(m, spec=m["text"][0], unit=m["text"][1]) if m["text"] else m
+        lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"], marks.get(name))
+                                                        if x))
     return ["{:<10} {}".format(line, "   ".join(items)) for line, items in lines.items()]
 
 
@@ -1665,17 +1697,16 @@ class RunningServer:
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
-        with StopDeferred():  # the signal it defers is raised once kept: stop_servers() finds it whole
-            self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
-                                          *cert, *extra],
-                                         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
-                                         start_new_session=True)
-            RunningServer.started.append(self)
+        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
+                                      *cert, *extra],
+                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
+                                     start_new_session=True)
+        RunningServer.started.append(self)
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
         first = [b""]
         reader = threading.Thread(target=lambda: first.append(self.proc.stdout.readline()), daemon=True)
         reader.start()
-        reader.join(15)
+        wait(lambda t: reader.join(t) or not reader.is_alive(), 15)
         line = first[-1]
         if line.startswith(b"Server Run Port:"):
             self.port = int(line.split(b":")[1])  # int() takes the line's end, \n or \r\n
@@ -1687,13 +1718,11 @@ class RunningServer:
     def exited_with_one_line(self):
         """The server exited 1 before its port line, with one line on stderr and no traceback: what a
         pattern says where the platform lacks what it needs (and names one that runs there)."""
-        try:
-            status = self.proc.wait(5)
-        except subprocess.TimeoutExpired:
+        if not wait(exited(self.proc), 5):
             return False
         self.err.seek(0)
         said = self.err.read().decode(errors="replace").strip()
-        return status == 1 and said != "" and "\n" not in said and "Traceback" not in said
+        return self.proc.returncode == 1 and said != "" and "\n" not in said and "Traceback" not in said
 
     def cpu(self):
         """The CPU its whole process group has used so far (a CPU), or None (no /proc)."""
@@ -1712,16 +1741,13 @@ class RunningServer:
             self.proc.send_signal(signal.SIGTERM)
         self.signalled = True
 
-    def stop(self, patience=5.0):
-        """SIGTERM, then, after patience seconds at most, SIGKILL for the whole group; returns what it wrote on
-        stderr."""
+    def stop(self, patience=5.0, stops=1):
+        """SIGTERM, then, after patience seconds at most (a wait() that `stops` stop signals end), SIGKILL for the
+        whole group; returns what it wrote on stderr."""
         if self.stderr is not None:
             return self.stderr  # already stopped
         self.terminate()
-        try:
-            self.proc.wait(patience)
-        except subprocess.TimeoutExpired:
-            pass
+        wait(exited(self.proc), patience, stops)
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
@@ -1737,13 +1763,13 @@ class RunningServer:
         return self.stderr
 
 
-def stop_servers(servers, patience=5.0):
+def stop_servers(servers, patience=5.0, stops=1):
     """Stop servers side by side: SIGTERM to each, then each waited for, patience seconds in all at most."""
     deadline = time.monotonic() + patience
     for server in servers:
         server.terminate()
     for server in servers:
-        server.stop(max(0.0, deadline - time.monotonic()))
+        server.stop(max(0.0, deadline - time.monotonic()), stops)
 
 
 def pool_spread(before, after):
@@ -1801,20 +1827,23 @@ def servers_help(scripts):
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
                                        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
              for script in scripts if script not in HELP]
-    for script, proc in asked:
-        try:
-            out = proc.communicate(timeout=30)[0]
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out = proc.communicate()[0]
-        HELP[script] = out.decode(errors="replace")
+    try:
+        for _, proc in asked:
+            wait(exited(proc), 30)  # which a stop signal ends
+    finally:  # those still running are killed: after 30 s, or on a stop
+        for script, proc in asked:
+            if proc.poll() is None:
+                proc.kill()
+            HELP[script] = proc.communicate()[0].decode(errors="replace")
     return {script: HELP[script] for script in scripts}
 
 
-def why_failed(result, w, name):
-    """A failed run in words: what happened, and the pattern's known limit."""
+def why_failed(result, w, name, warm_up=False):
+    """A failed run in words: what happened (in the warm-up, of workload w, where it was), and the pattern's known
+    limit."""
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
-    text = "{:,} of {:,} messages echoed; {}".format(result.messages, result.expected, happened)
+    text = "{:,} of {:,} messages echoed{}; {}".format(result.messages, result.expected, " in the warm-up ({})".format(
+        describe(w)) if warm_up else "", happened)
     limit = LIMITS.get(name.split()[0])
     if limit and "{workers}" in limit:
         limit = limit.format(workers=workers_of(name.split()))
@@ -1902,7 +1931,7 @@ def run_all(args, scenarios, entries, skipped):
                 step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                 result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
             if result.errors or result.messages != result.expected:
-                row["failed"] = why_failed(result, load, server.name)
+                row["failed"] = why_failed(result, load, server.name, warm_up=rep == 0)
                 # Stopped now: a server that failed may still be working through what it was
                 # sent (10,000 threads running --work), and would slow the next server's run.
                 server.stop()
@@ -1955,12 +1984,20 @@ def summarize(server, runs, failed, worker_cpu):
         row.busiest_cpu_share, row.even_share = row.worker_cpu_s[0] / total if total else None, 1 / len(worker_cpu)
     if row.server_cpu_resolution_s is not None:  # the coarsest run's
         row.server_cpu_resolution_s = max(r.server_cpu_resolution_s for r in runs if r.server_cpu_resolution_s)
-    if row.server_cpu_s is not None:
-        per_server_cpu(row)
+    if row.server_cpu_s is not None:  # msgs_per_server_cpu_s stays the runs' median, as bench/draw.py's chart says
+        row.client_bound = row.client_cpu_s > row.server_cpu_s
         cheap = [r.msgs_per_server_cpu_s for r in runs if r.msgs_per_server_cpu_s]
         if len(cheap) > 1 and row.msgs_per_server_cpu_s:
             row.msgs_per_server_cpu_spread = (max(cheap) - min(cheap)) / 2 / row.msgs_per_server_cpu_s
     return row
+
+
+def scant(r):
+    """The server CPU seconds r's messages per server CPU-second needs where it rests on less (too little work to
+    mean much), else None: 10 ms, where a run's fixed costs (0.4-0.5 ms of a 3-message run on the 2-core machine of
+    RESULTS.md) weigh 5 % or less, and 20 times its resolution (10 ms ticks where a thread or process had exited)."""
+    need = max(0.01, 20 * (r.server_cpu_resolution_s or 0))
+    return need if getattr(r, "msgs_per_server_cpu_s", None) is not None and r.server_cpu_s < need else None
 
 
 def per_server_cpu(run):
@@ -2009,7 +2046,8 @@ def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
-    lines = text_lines(r)
+    lines = text_lines(r, scant(r) and {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, "
+                                        "under {:g} ms)".format(ms_text(1000 * r.server_cpu_s), 1000 * scant(r))} or {})
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
@@ -2029,7 +2067,11 @@ def report(r, w, procs, cpu_not_measured=None):
             (r.client_ports_exhausted or r.client_descriptors_exhausted, "the client ran out of local ports "
              "(EADDRNOTAVAIL, ports in TIME_WAIT) or of descriptors: not counted against the server"),
             (r.server_cpu_s is not None, "the server's CPU: its process (found by its listening socket) and every "
-                                         "process below it, from /proc")):
+                                         "process below it, from /proc; its resolution is what it may be short by: "
+                                         "1 ns (the kernel's schedstat), or clock ticks of 10 ms where a thread or "
+                                         "process had exited"),
+            (getattr(r, "client_bound", None), "client-bound: the client spent more CPU than the server, so msgs/s "
+                                               "is as much the client's limit as the server's")):
         if applies:
             print("{:<10} {}".format("note", text))
 
@@ -2372,7 +2414,8 @@ def build_parser():
           help="messages per connection, SEND_RECV_COUNT (default: 50)")
     group("--size", type=number(1, 16 << 20), metavar="BYTES", help="bytes per message (default: {size})".format(
         **SHAPE))
-    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="exchange for S seconds, not --messages")
+    group("--seconds", type=number(0.1, 3600, float), metavar="S", help="each connection exchanges for S seconds, not "
+          "--messages: a run takes --connects x S")
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group("--idle", type=number(0, 3600, float), metavar="S", help="with --hold, each echoes once first; all held S "
           "seconds between")
@@ -2429,6 +2472,9 @@ def one_server(args, local):
                               why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
+    if not args.tls and result.errors and not result.messages and speaks_tls(args.host, args.port, args.timeout):
+        die("{}:{} speaks TLS, and this run did not: add --tls (and --cafile FILE where the system's store does not "
+            "hold its CA)".format(args.host, args.port))
     if args.json:
         print(to_json(result))
         if why:
@@ -2455,6 +2501,17 @@ def check_tls(sock, args):
         die("TLS: no handshake with {}: {}".format(where, e.strerror or e.reason or e))
 
 
+def speaks_tls(host, port, timeout):
+    """Whether host:port completes a TLS handshake, unverified: a plain run that had no echo there wanted --tls."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    try:
+        with socket.create_connection((host, port), timeout=timeout) as sock, context.wrap_socket(sock):
+            return True
+    except OSError:  # ssl.SSLError is one
+        return False
+
+
 def run_every_server(args):
     """--all: start the servers, measure them, and print the results (--json: every figure)."""
     (entries, without), skipped = server_entries(args), {}
@@ -2471,62 +2528,45 @@ def run_every_server(args):
     return 0
 
 
-def stop_signal(signum, frame):
-    """SIGINT or SIGTERM to client.py: the run ends at once (main() stops what it started), a second one ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    if StopDeferred.active:
-        StopDeferred.signum = signum
-        return
-    raise KeyboardInterrupt(signum)
-
-
-class StopDeferred:
-    """with StopDeferred(): a stop signal that comes meanwhile is raised at the block's end, so that a process
-    started in it (a server, a worker) is kept where the stop finds it: else one that had forked and was not yet
-    kept would be left running, its parent gone."""
-    active, signum = False, None
-
-    def __enter__(self):
-        StopDeferred.active = True
-
-    def __exit__(self, *exc):
-        StopDeferred.active = False
-        signum, StopDeferred.signum = StopDeferred.signum, None  # raised once
-        if signum:
-            raise KeyboardInterrupt(signum)
-
-
 def main(argv=None):
-    args = parse_args(argv)
-    signal.signal(signal.SIGINT, stop_signal)
-    signal.signal(signal.SIGTERM, stop_signal)
+    signal.signal(signal.SIGINT, noted)
+    signal.signal(signal.SIGTERM, noted)
     try:
+        args = parse_args(argv)
         if args.all:
-            return run_every_server(args)
-        # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
-        # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
-        local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
-        if args.tls or not (local and listening_sockets(args.port)):
-            try:
-                probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
-            except OSError as e:
-                die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
-            with probe:
-                if args.tls:
-                    check_tls(probe, args)
-        return one_server(args, local)
-    except KeyboardInterrupt as e:  # Ctrl-C, or a stop signal to this process alone: what runs is stopped below
+            status = run_every_server(args)
+        else:
+            # Nothing listening is one clear line: no connection where /proc shows the port listening here (the
+            # server would log it), else one, closed at once, a handshake first with --tls (CLIENT.md, "The probe").
+            local = is_local(args.host)  # one name lookup, for the probe and the server's CPU
+            if args.tls or not (local and listening_sockets(args.port)):
+                try:
+                    probe = socket.create_connection((args.host, args.port), timeout=args.timeout)
+                except OSError as e:
+                    die("cannot connect to {}:{}: {}".format(args.host, args.port, e.strerror or e))
+                with probe:
+                    if args.tls:
+                        check_tls(probe, args)
+            status = one_server(args, local)
+        sys.stdout.flush()  # here, not at the exit, so that a write that fails is said below
+        return status
+    except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
-        return 128 + (e.args[0] if e.args else signal.SIGINT)
-    finally:  # what is left is stopped, bounded: a stop signal now would only cut it short
-        StopDeferred.active = True  # first, no call before it: one that comes from here on is noted, not raised
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        return 128 + e.args[0]
+    except OSError as e:  # writing the output: its reader went away (| head), or it cannot be written (> /dev/full)
+        if e.errno not in (errno.EPIPE, errno.ENOSPC):
+            raise
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's own flush fails, loudly
+        if e.errno == errno.ENOSPC:
+            die("cannot write: " + e.strerror)
+        return 1  # quietly
+    finally:  # what is left is stopped, bounded; a second stop signal cuts the servers' patience short
         for worker in multiprocessing.active_children():
             worker.kill()
-        stop_servers(RunningServer.started, patience=0.5)
-
+        stop_servers(RunningServer.started, patience=0.5, stops=2)
+        # Python's exit puts a handled signal's default back, and SIGTERM's ends the process: ignored from here.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
 
 if __name__ == "__main__":
     sys.exit(main())

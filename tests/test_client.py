@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: 0BSD
 """client.py against a correct echo server and deliberately broken ones, all started here."""
+import ast
 import json
 import os
+import random
 import selectors
 import signal
 import socket
@@ -346,9 +348,67 @@ def test_a_failed_row_says_why_in_words(client_module):
     result = client_module.Run(messages=90, expected=100, error_kinds={"timeout": 8, "connect timeout": 2})
     text = client_module.why_failed(result, w, "echo_select.py")
     assert text.startswith("90 of 100 messages echoed")
-    assert "8 no echo within 30 s" in text and "2 not connected within 30 s" in text
+    assert "8 connections had no echo within 30 s" in text and "2 connections not connected within 30 s" in text
     assert "select() watches descriptors below 1024 only" in text
     assert "limit" not in client_module.why_failed(result, w, "echo_epoll.py")
+
+
+def test_a_row_that_failed_in_the_warm_up_says_so_and_counts_with_nouns(client_module):
+    """The warm-up's workload is not the table's: the line names it (the 44 failed connections had no noun)."""
+    w = client_module.Workload(clients=100, connects=1, messages=10, timeout=10)
+    result = client_module.Run(messages=560, expected=1000, error_kinds={"timeout": 44, "reset": 1})
+    assert client_module.why_failed(result, w, "echo_simple.py", warm_up=True).startswith(
+        "560 of 1,000 messages echoed in the warm-up (100 clients x 1 connections x 10 messages of 32 B); 44 "
+        "connections had no echo within 10 s, 1 connection reset; the pattern's limit: ")
+    assert "warm-up" not in client_module.why_failed(result, w, "echo_simple.py")
+
+
+def test_a_figure_per_server_cpu_second_on_too_little_work_says_so(client_module, capsys):
+    """The rule: at least 10 ms of server CPU (1 ns schedstat), and 20 times its resolution (10 ms ticks: 0.2 s).
+    The text report marks the figure, explains client-bound and the resolution, and gives the article's times in
+    ms like the rest."""
+    client = client_module
+    for cpu, resolution, scant in ((0.0009, 1e-9, True), (0.0099, 1e-9, True), (0.01, 1e-9, False),
+                                   (0.19, 0.01, True), (0.2, 0.01, False), (None, None, False)):
+        r = client.Run(messages=3000, server_cpu_s=cpu, server_cpu_resolution_s=resolution, client_cpu_s=0.001)
+        if cpu:
+            client.per_server_cpu(r)
+        assert bool(client.scant(r)) is scant, (cpu, resolution)
+    r = client.Run(messages=3, expected=3, wall_s=0.001, connections=1, msgs_per_s=3000, connect_s=0.000296,
+                   echo_s=0.00064, total_s=0.00093, server_cpu_s=0.0009, server_cpu_resolution_s=1e-9, client_cpu_s=0.01,
+                   errors=0, error_kinds={})
+    client.per_server_cpu(r)
+    client.report(r, client.Workload(clients=1, connects=1, messages=3), 1)
+    lines = capsys.readouterr().out.splitlines()
+    assert "article    connect 0.296 ms   echo 0.640 ms   total 0.930 ms" in lines, lines
+    assert "msgs per server CPU-s 3,333 (too little work to mean much: 0.900 ms of server CPU, under 10 ms)   " \
+           "client-bound yes" in next(line for line in lines if line.startswith("server ")), lines
+    notes = " ".join(line for line in lines if line.startswith("note "))
+    assert "resolution is what it may be short by: 1 ns" in notes and "client-bound: the client spent more" in notes
+    r.server_cpu_s, r.client_cpu_s = 0.5, 0.001
+    client.per_server_cpu(r)
+    client.report(r, client.Workload(clients=1, connects=1, messages=3), 1)
+    out = capsys.readouterr().out
+    assert "too little work" not in out and "client-bound: " not in out and "client-bound no" in out, out
+    step = client.Step(offered_rate=40, scheduled=20, connections=20, messages=20, expected=20, server_cpu_s=0.001,
+                       server_cpu_resolution_s=1e-9, errors=0, error_kinds={})  # open loop: no figure per CPU-second
+    assert client.scant(step) is None
+    client.report(step, client.Workload(rate=40, duration=0.5), 1)
+    assert "client-bound" not in capsys.readouterr().out
+
+
+def test_a_rows_messages_per_server_cpu_second_is_the_median_of_its_runs(client_module):
+    """As bench/draw.py's chart label says, for an odd and an even --repeat: not median(messages) / median(CPU)
+    (2,000 and 1,667 here), which is no run's figure."""
+    client = client_module
+    for pairs, median in (([(1000, 1.0), (2000, 1.0), (3000, 3.0)], 1000), ([(1000, 1.0), (4000, 2.0)], 1500)):
+        runs = [client.Run(messages=m, server_cpu_s=cpu, server_cpu_resolution_s=1e-9, client_cpu_s=0.5)
+                for m, cpu in pairs]
+        for r in runs:
+            client.per_server_cpu(r)
+        row = client.summarize("echo_x.py", runs, None, {})
+        assert row.msgs_per_server_cpu_s == median and row.client_bound is False, row
+        assert row.msgs_per_server_cpu_spread == (2000 - 1000) / 2 / median
 
 
 def test_a_long_run_waits_for_its_workers_within_what_poll_takes(client_module):
@@ -456,6 +516,21 @@ def test_tls_that_cannot_be_verified_is_one_line(start_server, tmp_path, monkeyp
         result = client("--port", port, *args)
         assert result.returncode != 0 and result.stdout == "", result
         assert result.stderr.count("\n") == 1 and "cannot verify" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_a_plain_run_against_a_tls_server_says_so_in_one_line(start_server):
+    """Naming --tls, in closed and open loop, text and JSON (it was a table of resets); a plain server that echoes
+    nothing (it never accepts) is not taken for one."""
+    port = str(start_server("echo_selectors_tls.py", "-q").port)
+    for args in ([], ["--json"], ["--rate", "10", "--duration", "0.5"]):
+        result = client("--port", port, *WORKLOAD, *args)
+        assert (result.returncode, result.stdout) == (1, ""), result
+        assert result.stderr == "client.py: error: 127.0.0.1:{} speaks TLS, and this run did not: add --tls (and " \
+                                "--cafile FILE where the system's store does not hold its CA)\n".format(port)
+    with socket.create_server(("127.0.0.1", 0)) as silent:
+        result = client("--port", str(silent.getsockname()[1]), *WORKLOAD, "--timeout", "0.5")
+    assert result.returncode == 1 and "by kind 6 timeout" in result.stdout and result.stderr == "", result
 
 
 @pytest.mark.slow
@@ -642,48 +717,65 @@ def test_a_stop_signal_to_the_client_ends_all_and_stops_its_servers(signum):
 
 
 def test_a_stop_signal_while_a_server_starts_ends_the_run_once_it_can_be_stopped(client_module, monkeypatch, tmp_path):
-    """The signal lands inside Popen (after the fork, before the server is kept in `started`): it is raised once
-    the server is kept, and main()'s stop_servers() stops it."""
+    """The signal comes inside Popen (after the fork, before the server is kept in `started`): it is only noted, so
+    the server is kept whole, and the wait for its port line ends the run; main()'s stop_servers() stops it."""
     client, popen, started = client_module, subprocess.Popen, []
 
     def signalled_inside(*args, **kwargs):
         proc = popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True,
                      stdout=subprocess.PIPE)
         started.append(proc)
-        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+        client.noted(signal.SIGTERM, None)  # what the handler does when the signal comes now
         return proc
 
-    handlers = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     monkeypatch.setattr(client.subprocess, "Popen", signalled_inside)
     monkeypatch.setattr(client.RunningServer, "started", [])
+    monkeypatch.setattr(client, "STOPS", [])
     try:
         with pytest.raises(KeyboardInterrupt) as stopped:
             client.RunningServer(tmp_path / "echo_any.py", 0)
         assert stopped.value.args == (signal.SIGTERM,)
         assert [server.proc for server in client.RunningServer.started] == started
-        assert client.StopDeferred.signum is None and not client.StopDeferred.active  # raised once, not again
-        client.stop_servers(client.RunningServer.started, patience=0.5)  # as main()'s finally does
+        client.stop_servers(client.RunningServer.started, patience=0.5, stops=2)  # as main()'s finally does
         assert [proc.poll() for proc in started] == [-signal.SIGTERM], "the server it kept was not stopped"
     finally:
-        signal.signal(signal.SIGINT, handlers[0])
-        signal.signal(signal.SIGTERM, handlers[1])
         for proc in started:
             proc.kill()
             proc.wait(10)
             proc.stdout.close()  # stop() closed it already, unless an assertion came first
 
 
-# The signal lands inside Process.start(), after the fork and before multiprocessing keeps the child. Run in a
-# process of its own, single-threaded as client.py is when it forks.
-WORKER_STARTS = """import multiprocessing, multiprocessing.context, signal, socket
+def test_every_stop_signal_handler_of_the_client_only_notes():
+    """Issue 48: each handler client.py installs for SIGINT or SIGTERM (a function of its own, not SIG_IGN or
+    SIG_DFL) has assignments, counts and appends only: no other call, no raise, no default_int_handler."""
+    tree = ast.parse((ROOT / "client.py").read_text())
+    functions = {node.name: node for node in ast.walk(tree) if isinstance(node, ast.FunctionDef)}
+    installed = [call.args[1] for call in ast.walk(tree) if isinstance(call, ast.Call)
+                 and ast.unparse(call.func) == "signal.signal" and ast.unparse(call.args[0]) in ("signal.SIGINT",
+                                                                                                 "signal.SIGTERM")]
+    handlers = {ast.unparse(h) for h in installed} - {"signal.SIG_IGN", "signal.SIG_DFL"}
+    assert handlers == {"noted"}, handlers
+    for statement in functions["noted"].body:
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # the docstring
+        calls = [ast.unparse(c.func) for c in ast.walk(statement) if isinstance(c, ast.Call)]
+        assert isinstance(statement, (ast.Assign, ast.AugAssign, ast.Expr)), ast.unparse(statement)
+        assert all(call.endswith(".append") for call in calls), ast.unparse(statement)
+
+
+# The signal comes inside Process.start(), after the fork and before multiprocessing keeps the child: noted, the
+# worker kept, and measure()'s first wait ends the run and kills it. Run in a process of its own, single-threaded
+# as client.py is when it forks, with main()'s handler.
+WORKER_STARTS = """import multiprocessing, multiprocessing.context, os, signal, socket
 forked, original = [], multiprocessing.context.ForkProcess._Popen
 
 def signalled_inside(process):
     forked.append(original(process))
-    client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
+    os.kill(os.getpid(), signal.SIGTERM)
     return forked[-1]
 
 multiprocessing.context.ForkProcess._Popen = staticmethod(signalled_inside)
+signal.signal(signal.SIGTERM, client.noted)
 try:
     with socket.socket() as listening:
         listening.bind(("127.0.0.1", 0))
@@ -692,7 +784,7 @@ try:
             client.measure("127.0.0.1", listening.getsockname()[1], client.Workload(clients=1, connects=1), 1)
         except KeyboardInterrupt as e:
             print("interrupted", e.args[0] == signal.SIGTERM)
-    print("kept", bool(forked) and forked[0].pid in [child.pid for child in multiprocessing.active_children()])
+    print("killed", len(forked) == 1 and forked[0].returncode == -signal.SIGKILL)
 finally:
     for popen in forked:
         popen.kill()
@@ -702,24 +794,21 @@ finally:
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="the workers are forked here")
 def test_a_stop_signal_while_a_worker_starts_ends_the_run_once_it_can_be_stopped():
-    """The signal is raised once the worker is kept, so that main() finds it among the active children and kills
-    it (else the worker lived on, holding client.py's stdout and stderr, and a caller that read them to the end
-    hung)."""
+    """The worker is killed, not left (it lived on, holding client.py's stdout and stderr, and a caller that read
+    them to the end hung)."""
     result = python_with_client(WORKER_STARTS, timeout=TIMEOUT * 3)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[:2] == ["interrupted True", "kept True"], result.stdout
+    assert result.stdout.split("\n")[:2] == ["interrupted True", "killed True"], result.stdout
 
 
 # A stop signal that comes as main()'s clean-up begins (here after a run refused with one line): it is noted, and
-# neither raised nor left to cut the clean-up short. It comes inside the clean-up's first signal.signal().
-SIGNAL_AS_THE_CLEAN_UP_BEGINS = """import signal, socket
-unpatched = signal.signal
-def patched(signum, handler):
-    if handler is signal.SIG_IGN and not hasattr(patched, "sent"):
-        patched.sent = True
-        client.stop_signal(signal.SIGTERM, None)  # what the handler does when the signal comes now
-    return unpatched(signum, handler)
-signal.signal = patched
+# neither raised nor left to cut the clean-up short. It comes inside the clean-up's first call.
+SIGNAL_AS_THE_CLEAN_UP_BEGINS = """import multiprocessing, os, signal, socket
+unpatched = multiprocessing.active_children
+def patched():
+    os.kill(os.getpid(), signal.SIGTERM)
+    return unpatched()
+multiprocessing.active_children = patched
 with socket.socket() as unused:
     unused.bind(("127.0.0.1", 0))
     port = unused.getsockname()[1]  # closed: nothing listens there
@@ -727,10 +816,107 @@ client.main(["--port", str(port), "--clients", "1", "--messages", "1"])
 """
 
 
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="a signal sent to itself (Unix)")
 def test_a_stop_signal_as_the_client_cleans_up_is_not_raised_there():
     result = python_with_client(SIGNAL_AS_THE_CLEAN_UP_BEGINS)
     assert "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 1 and result.stderr.startswith("client.py: error: cannot connect"), result.stderr
+
+
+# A server that will not stop on SIGTERM: main()'s clean-up SIGKILLs its group once its patience is over.
+STUBBORN = """import signal, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+print("Server Run Port:1", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "killpg"), reason="a server's group is SIGKILLed (Unix)")
+def test_a_second_stop_signal_cuts_the_clean_up_short_and_still_stops_the_servers(client_module, monkeypatch,
+                                                                                   tmp_path):
+    """After one stop signal, a server that ignores SIGTERM is given the clean-up's patience; after a second, none:
+    it is SIGKILLed at once."""
+    client = client_module
+    (tmp_path / "echo_stubborn.py").write_text(STUBBORN)
+    monkeypatch.setattr(client.RunningServer, "started", [])
+    for signals, patience in ((1, 0.5), (2, 60)):
+        monkeypatch.setattr(client, "STOPS", [])
+        server = client.RunningServer(tmp_path / "echo_stubborn.py", 0)
+        assert server.port == 1, server.failed
+        client.STOPS.extend([signal.SIGINT] * signals)
+        began = time.monotonic()
+        client.stop_servers([server], patience=patience, stops=2)  # as main()'s finally does
+        took = time.monotonic() - began
+        assert server.proc.returncode == -signal.SIGKILL
+        assert took >= patience if signals == 1 else took < patience / 2, (signals, took)
+
+
+def caught(pid, signum):
+    """Whether process pid has a handler of its own for signum (/proc's SigCgt): client.py's once main() began."""
+    try:
+        with open("/proc/{}/status".format(pid)) as f:
+            mask = next(line for line in f if line.startswith("SigCgt:")).split()[1]
+        return bool(int(mask, 16) >> (signum - 1) & 1)
+    except (OSError, StopIteration):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="its processes are read from /proc")
+def test_stop_signals_at_random_instants_of_a_small_all_leave_nothing_running():
+    """20 stop signals, each at a random instant of a small --all from the moment its handler is in place: as it
+    starts servers, starts workers, measures and cleans up; one in five is followed by a second. Each ends it
+    within about a second, in one line (or it had ended already), and leaves no server, worker or orphan."""
+    rng, before, span, interrupted = random.Random(), echo_processes(), None, 0
+    args = [*PYTHON, str(ROOT / "client.py"), "--all", "--servers", "select,epoll", "--clients", "4", "--connects",
+            "1", "--messages", "20", "--repeat", "1", "--procs", "2"]
+    for n in range(21):
+        proc = subprocess.Popen(args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, start_new_session=True, env=dict(os.environ, ECHO_TESTS_RUN=RUN))
+        try:
+            assert wait_until(lambda: caught(proc.pid, signal.SIGTERM), timeout=TIMEOUT * 3), "no handler came"
+            began = time.monotonic()
+            if span is None:  # the first run is whole: how long one takes here, from its handler on
+                out, err = proc.communicate(timeout=TIMEOUT * 6)
+                assert proc.returncode == 0, err
+                span = time.monotonic() - began
+                continue
+            time.sleep(rng.uniform(0, span))
+            signum, signalled = rng.choice([signal.SIGINT, signal.SIGTERM]), time.monotonic()
+            proc.send_signal(signum)
+            if n % 5 == 0:
+                time.sleep(rng.uniform(0, 0.2))
+                proc.send_signal(rng.choice([signal.SIGINT, signal.SIGTERM]))
+            out, err = proc.communicate(timeout=TIMEOUT)
+            took, what = time.monotonic() - signalled, (n, signum, err)
+            assert "Traceback" not in err, what
+            if proc.returncode != 0:
+                interrupted += 1
+                assert proc.returncode == 128 + signum and err.endswith("client.py: interrupted\n"), what
+                assert took < 1.5, (took, what)
+            assert group_gone(proc.pid, 0.5), ("a worker outlived it", what)
+            assert not echo_processes() - before, ("a server outlived it", what)
+        finally:
+            kill_group(proc.pid)
+            proc.communicate()
+    assert interrupted >= 10, interrupted  # most signals came before the run's end
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="a full disk is Linux's /dev/full")
+def test_output_that_cannot_be_written_ends_quietly_or_in_one_line(echo_server):
+    """Its reader gone (| head): not a word, exit 1; a full disk (> /dev/full): one line, exit 1. Neither a
+    traceback nor the exit's "Exception ignored"."""
+    command = [*PYTHON, str(ROOT / "client.py"), "--port", str(echo_server()), *WORKLOAD]
+    read, write = os.pipe()
+    os.close(read)  # the reader went away before the first line was written
+    try:
+        with open("/dev/full", "w") as full:
+            for out, said in ((write, ""), (full, "client.py: error: cannot write: No space left on device\n")):
+                for args in ([], ["--json"]):
+                    result = subprocess.run(command + args, stdin=subprocess.DEVNULL, stdout=out,
+                                            stderr=subprocess.PIPE, text=True, timeout=TIMEOUT * 6)
+                    assert (result.returncode, result.stderr) == (1, said), args
+    finally:
+        os.close(write)
 
 
 # A server that reads a connection's first message and closes it without an echo: --all's warm-up fails it. It
