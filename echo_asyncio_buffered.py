@@ -28,6 +28,9 @@ import ssl
 import sys
 import time
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 try:  # POSIX: queued() reads the kernel's send queue with them, and says 0 elsewhere
     import fcntl
     import termios

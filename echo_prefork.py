@@ -24,6 +24,9 @@ import tempfile
 import time
 import traceback
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 try:
     import fcntl  # POSIX only: main() says so where it is missing
 except ImportError:

@@ -27,6 +27,9 @@ import ssl
 import sys
 import time
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 BACKLOG = 256  # the article's backlog; --backlog sets another
 # Less than a TLS record (up to 16 KiB): recv() returns at most one record, and what it leaves
 # waits decrypted in the SSL object, unseen by select(). Reading less keeps that path in use here.

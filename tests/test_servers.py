@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: 0BSD
 """The contract every echo_*.py keeps, checked on each server started with --port 0."""
 import asyncio
+import glob
 import importlib.util
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -87,6 +89,28 @@ def test_port_in_use_is_one_clear_line(script):
         result = run_script(script, "--port", str(holder.getsockname()[1]))
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "in use" in result.stderr and "Traceback" not in result.stderr
+
+
+def older_python(version):
+    """An interpreter older than the pack supports, where one is installed (pyenv's, or on the PATH)."""
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/{}.*/bin/python3".format(version))))
+    return found[-1] if found else shutil.which("python" + version)
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9"])
+@pytest.mark.parametrize("script", SERVERS + ["client.py"])
+def test_an_older_python_is_told_the_version_it_needs(script, version):
+    """Issue 49: 3.8 ended in a traceback (str.removeprefix, in number()) and 3.9 ran, though the pack
+    needs 3.10. Every file parses on both; each says so in one line, before it does anything."""
+    python = older_python(version)
+    if not python:
+        pytest.skip("no Python {} here".format(version))
+    result = subprocess.run([python, str(ROOT / script), "--port", "0"], capture_output=True, text=True,
+                            timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and result.stdout == ""
+    line = r"{}: needs Python 3\.10 or newer; this is Python {}\.\d+\n".format(re.escape(str(ROOT / script)),
+                                                                          re.escape(version))
+    assert re.fullmatch(line, result.stderr), result.stderr
 
 
 @windows
