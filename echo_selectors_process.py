@@ -17,6 +17,7 @@ import contextlib
 import errno
 import itertools
 import math
+import mmap
 import os
 import select
 import selectors
@@ -214,6 +215,7 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
+log_ended = mmap.mmap(-1, 1)  # 1 once a log line could not be written: a byte fork() shares
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
@@ -339,9 +341,30 @@ def interrupt_on_stop_signal(signals):
 
 
 def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+    """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
+    if not (QUIET or log_ended[0]):
+        print_line(log_prefix + fmt.format(*args))
+
+
+def print_line(line):
+    """Write a line to stdout in one write, so that lines from several workers do not interleave. A
+    write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
+    server serves on without it."""
+    try:
+        print(line + "\n", end="", flush=True)
+    except OSError as e:
+        if log_ended[0]:  # another thread or worker failed first, and said so
+            return
+        log_ended[0] = 1
+        # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        try:
+            print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
+                sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
+        except OSError:  # stderr gone too
+            pass
 
 
 def peer(address):

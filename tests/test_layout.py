@@ -36,14 +36,14 @@ HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels
            # echo_select.py, below its banner as in the others); send_or_time_out(), taught in echo_select_pool.py
            "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
-# first ten are in every file.
-SHARED = HELPERS + ["log", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
+# first eleven are in every file.
+SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "hold_stop_signals", "release_stop_signals", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
-EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
+EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -481,6 +482,50 @@ def test_ipv6_host_serves_an_echo(script, start_server):
     with tls_wrap(sock, "::1") if server.tls else sock as sock:
         assert exchange(sock, b"over IPv6") == b"over IPv6"
     assert wait_until(lambda: accept.search(server.stdout())), "the log shows the client's IPv6 address in brackets"
+
+
+# A wrapper that execs the server (it keeps the pid) with its stdout a pipe whose one reader takes the
+# port line, then goes away, as `python3 echo_x.py | head -1` does: the server's next write fails.
+HEAD_1 = """
+import os, sys
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:  # the reader: a grandchild, so that the server (a pool's parent) never reaps it
+        os.close(w)
+        line = b""
+        while not line.endswith(b"\\n") and (byte := os.read(r, 1)):
+            line += byte
+        os.close(r)  # gone before the test sees the port line
+        os.write(1, line)
+    os._exit(0)
+os.wait()
+os.close(r)
+os.dup2(w, 1)
+os.close(w)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+@every_server
+@pytest.mark.parametrize("python", [(), ("-X", "dev", "-W", "error")], ids=["", "dev"])
+def test_a_server_serves_on_once_its_log_s_reader_has_gone(script, python, start_server):
+    """Issue 49: `python3 echo_selectors.py | head -2` died of BrokenPipeError in log() at its first
+    client. Now the failed write ends the log, in one line on stderr, whichever thread or worker
+    process met it first; clients are served exactly; the stop is clean (no "Exception ignored")."""
+    server = start_server(script, wrap=(sys.executable, "-c", HEAD_1), python=python)
+    for n in range(4):  # one after another (echo_simple.py), each a connection a pool's worker may take
+        with server.connect() as sock:
+            payload = os.urandom(100000 * n + 1)
+            assert exchange(sock, payload) == payload
+            sock.shutdown(socket.SHUT_WR)
+            assert read_to_eof(sock) == b""
+    assert server.stop(signal.SIGTERM) == 0, server.stderr()
+    lines = [line for line in server.stderr().splitlines()
+             if not (line.startswith("Executing <") and "took" in line)]  # asyncio's slow-callback notes
+    assert lines == ["{}: cannot write the log: Broken pipe; no more log lines, serving goes on".format(
+        Path(server.out_path).parent / script)], server.stderr()
+    assert server.stdout() == "Server Run Port:{}\n".format(server.port)
 
 
 @every_server
