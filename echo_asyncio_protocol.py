@@ -339,8 +339,8 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
-    print the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
+    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
@@ -356,8 +356,13 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def print_port_line(server_sock):
+    """The line that says the server can serve, with the port read back (--port 0 picks one). With
+    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
 def hold_stop_signals():
@@ -381,12 +386,21 @@ def release_stop_signals():
 
 def tls_context(cert, key):
     """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
-    cannot be loaded is one line and exit status 1."""
+    cannot be loaded is one line, which says which and why, and exit status 1."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(cert, key)
-    except OSError as e:  # ssl.SSLError is one
+    except ssl.SSLError as e:  # OpenSSL's words ("PEM lib", KEY_VALUES_MISMATCH) in the user's
+        if e.reason in ("KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED"):  # the latter: a key of another type
+            sys.exit("{}: cannot load --cert {} --key {}: the key does not match the certificate".format(
+                sys.argv[0], cert, key))
+        try:  # "PEM lib": the certificate or the key. The certificate alone tells which.
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cert)
+        except ssl.SSLError:
+            sys.exit("{}: cannot load --cert {}: not a PEM file holding a certificate".format(sys.argv[0], cert))
+        sys.exit("{}: cannot load --key {}: not a PEM file holding a private key".format(sys.argv[0], key))
+    except OSError as e:  # the file is missing, unreadable, a folder...
         sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
     return context
 
@@ -438,6 +452,7 @@ def main():
     with server_sock:
         try:
             context = tls_context(args.cert, args.key) if args.cert else None
+            print_port_line(server_sock)
             run(accept_loop(server_sock, args.backlog, context))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)

@@ -365,8 +365,8 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
-    print the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
+    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
@@ -382,8 +382,13 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def print_port_line(server_sock):
+    """The line that says the server can serve, with the port read back (--port 0 picks one). With
+    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
 def hold_stop_signals():
@@ -490,6 +495,7 @@ def main():
     if not hasattr(os, "fork"):
         sys.exit("{}: needs os.fork(), which this platform lacks; try echo_thread.py".format(sys.argv[0]))
     server_sock = start_listening(args)
+    print_port_line(server_sock)
     with server_sock:
         try:
             accept_loop(server_sock)

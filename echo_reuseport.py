@@ -382,8 +382,8 @@ def keep_alive(sock):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
-    print the port line. A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
+    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
@@ -399,8 +399,13 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
     return server_sock
+
+
+def print_port_line(server_sock):
+    """The line that says the server can serve, with the port read back (--port 0 picks one). With
+    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
 def hold_stop_signals():
@@ -555,6 +560,7 @@ def main():
         sys.exit("{}: SO_REUSEPORT load balancing is Linux-only; try {}".format(
             sys.argv[0], "echo_prefork.py" if hasattr(os, "fork") else "echo_selectors.py"))
     server_sock = start_listening(args)
+    print_port_line(server_sock)
     # One socket per worker, all on the port the first one got: --port 0 gives one port to all.
     port = server_sock.getsockname()[1]
     try:

@@ -36,14 +36,14 @@ HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels
            # echo_select.py, below its banner as in the others); send_or_time_out(), taught in echo_select_pool.py
            "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
-# first eleven are in every file.
+# first twelve are in every file.
 SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
-          "start_listening", "hold_stop_signals", "release_stop_signals", "tls_context",
+          "start_listening", "print_port_line", "hold_stop_signals", "release_stop_signals", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
-EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
+EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 12]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
@@ -166,10 +166,11 @@ DIFF_BUDGET_EXCEPTIONS = {
                                "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
                                "about 40 lines); after_grace() goes"),
-    "echo_selectors_tls.py": (117, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (128, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
-                                   "tls_listener(), tls_context() and the --cert/--key flags with their error lines"),
+                                   "tls_listener(), tls_context() and the --cert/--key flags with their error lines; "
+                                   "the port line after the certificate, and which file failed to load in words (issue 49: 11 lines)"),
     "echo_reuseport.py": (213, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
@@ -210,10 +211,10 @@ DIFF_BUDGET_EXCEPTIONS = {
                               "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
                               "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
                               "wait_for_client() go; Windows cannot shut a listening socket: closed instead (4 lines)"),
-    "echo_asyncio_streams.py": (194, "asyncio's Server and streams replace the accept loop, send_all() and "
+    "echo_asyncio_streams.py": (205, "asyncio's Server and streams replace the accept loop, send_all() and "
                                      "ready(), and wait_for_chunk() and half_close_then_drain() (the stream's wait "
                                      "and drain stand in send_recv(): 24 lines), and the Server's own accept needs on_loop_error(); the optional TLS "
-                                     "of --cert (ssl=, half_close(), tls_context(), the flags: 32 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines)"),
+                                     "of --cert (ssl=, half_close(), tls_context(), the flags, the port line after the certificate: 43 lines); echo_asyncio.py's run_selector_loop() goes (the streams run on any loop: 26 lines)"),
     "echo_asyncio_protocol.py": (134, "the coroutine per client becomes a Protocol's callbacks (every per-client "
                                       "line changes), and --uvloop comes in; the tasks' stop_clients() goes (a "
                                       "Protocol stops each connection itself: 14 lines)"),

@@ -42,11 +42,11 @@ def run_script(script, *args):
 
 
 def one_line(result):
-    """True when a failed start said so in one line on stderr, without a traceback (on stdout at
-    most the port line: the port is bound before the certificate is read)."""
-    return (result.returncode != 0 and result.stdout in ("", ) + tuple(
-        "Server Run Port:{}\n".format(n) for n in [result.stdout[16:-1]] if n.isdigit())
-        and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr)
+    """True when a failed start said so in one line on stderr, without a traceback, and no port line
+    (issue 49: it came before the certificate was read, and a script waiting for it took the server
+    as started)."""
+    return (result.returncode != 0 and result.stdout == ""
+            and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr)
 
 
 def client_hello():
@@ -99,12 +99,23 @@ def test_without_cert_and_key_the_asyncio_servers_serve_plain_tcp(script, start_
     assert roundtrip(server, b"plain as ever") == (b"plain as ever", True)
 
 
+NOT_A_CERT, NOT_A_KEY = "--cert {}: not a PEM file holding a certificate", "--key {}: not a PEM file holding a private key"
+MISMATCH = "--cert {} --key {}: the key does not match the certificate"
+
+
 @every_tls_server
-@pytest.mark.parametrize("cert, key", [("missing.pem", KEY), (CERT, CERT), (KEY, KEY), (os.devnull, KEY)])
-def test_a_cert_or_key_that_cannot_be_loaded_is_one_line(script, cert, key):
+@pytest.mark.parametrize("cert, key, words", [
+    ("missing.pem", KEY, "--cert {} --key {}: No such file or directory"),
+    (CERT, CERT, NOT_A_KEY.format(CERT)), (KEY, KEY, NOT_A_CERT.format(KEY)), (os.devnull, KEY, NOT_A_CERT.format(os.devnull)),
+    (CERT.parent / "README", CERT.parent / "README", NOT_A_CERT.format(CERT.parent / "README")),
+    (CERT, CERT.parent / "README", NOT_A_KEY.format(CERT.parent / "README")),
+    (CERT, CERT.parent / "other_key.pem", MISMATCH),  # OpenSSL: KEY_VALUES_MISMATCH
+    (CERT, CERT.parent / "rsa_key.pem", MISMATCH)])  # OpenSSL: NO_CERTIFICATE_ASSIGNED (another type of key)
+def test_a_cert_or_key_that_cannot_be_loaded_is_one_line(script, cert, key, words):
+    """Issue 49: the line says which file failed, in words, where it said OpenSSL's "PEM lib"."""
     result = run_script(script, "--port", "0", "--cert", str(cert), "--key", str(key))
     assert one_line(result), result
-    assert "cannot load" in result.stderr
+    assert result.stderr == "{}: cannot load {}\n".format(ROOT / script, words.format(cert, key)), result.stderr
 
 
 @every_tls_server
