@@ -163,7 +163,8 @@ def close_notify(sock):
     except ssl.SSLWantReadError:
         pass  # ours is out
     except OSError:  # one that closed or reset; or ours went out, then unwrap() read data (the stop)
-        sock.shutdown(socket.SHUT_WR)
+        with contextlib.suppress(OSError):  # ENOTCONN: a peer that reset it; nothing is left to half-close
+            sock.shutdown(socket.SHUT_WR)
 
 
 def apply_wanted(selector, key, wanted, active):
