@@ -13,7 +13,6 @@ import argparse
 import atexit
 import contextlib
 import errno
-import mmap
 import os
 import select
 import signal
@@ -103,7 +102,8 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
-log_ended = mmap.mmap(-1, 1)  # 1 once a log line could not be written: a byte fork() shares
+log_ended = False  # True once a log line could not be written (print_line())
+log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
@@ -234,7 +234,7 @@ def cut(how):
 
 def log(fmt, *args):
     """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
-    if not (QUIET or log_ended[0]):
+    if not (QUIET or log_ended):
         print_line(log_prefix + fmt.format(*args))
 
 
@@ -242,20 +242,20 @@ def print_line(line):
     """Write a line to stdout in one write, so that lines from several workers do not interleave. A
     write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
     server serves on without it."""
+    global log_ended
     try:
         print(line + "\n", end="", flush=True)
     except OSError as e:
-        if log_ended[0]:  # another thread or worker failed first, and said so
-            return
-        log_ended[0] = 1
-        # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        os.close(devnull)
+        log_ended = True
         try:
-            print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
-                sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
-        except OSError:  # stderr gone too
+            # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            if os.read(log_token, 1):  # the first thread or worker process whose write failed says so
+                print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
+                    sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
+        except OSError:  # out of descriptors, or stderr gone too
             pass
 
 
@@ -367,7 +367,7 @@ def create_server_socket(host, port, backlog):
 def start_listening(args):
     """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
     (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
     # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
@@ -382,6 +382,11 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
+    # One byte, its write end closed: the first read gets it, any later one b"" (threads, and worker
+    # processes forked later, share the pipe): print_line() says once that the log has ended.
+    log_token, token_end = os.pipe()
+    os.write(token_end, b"x")
+    os.close(token_end)
     return server_sock
 
 

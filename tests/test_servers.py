@@ -514,8 +514,9 @@ def test_a_server_serves_on_once_its_log_s_reader_has_gone(script, python, start
     client. Now the failed write ends the log, in one line on stderr, whichever thread or worker
     process met it first; clients are served exactly; the stop is clean (no "Exception ignored")."""
     server = start_server(script, wrap=(sys.executable, "-c", HEAD_1), python=python)
-    for n in range(4):  # one after another (echo_simple.py), each a connection a pool's worker may take
-        with server.connect() as sock:
+    socks = [server.connect() for _ in range(4)]  # at once: a pool's workers fail their Accept lines together
+    for n, sock in enumerate(socks):  # served one after another (echo_simple.py serves one at a time)
+        with sock:
             payload = os.urandom(100000 * n + 1)
             assert exchange(sock, payload) == payload
             sock.shutdown(socket.SHUT_WR)
