@@ -47,6 +47,9 @@ import time
 from pathlib import Path
 from typing import NamedTuple, Optional
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 try:
     import resource  # Unix: the client's CPU and its descriptor limit
 except ImportError:  # Windows: CPU from os.times(), and no limit to raise

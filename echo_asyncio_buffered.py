@@ -29,6 +29,9 @@ import ssl
 import sys
 import time
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 try:  # POSIX: queued() reads the kernel's send queue with them, and says 0 elsewhere
     import fcntl
     import termios
@@ -148,6 +151,8 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
+log_ended = False  # True once a log line could not be written (print_line())
+log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
@@ -219,9 +224,30 @@ def queued(fd):
 
 
 def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+    """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
+    if not (QUIET or log_ended):
+        print_line(log_prefix + fmt.format(*args))
+
+
+def print_line(line):
+    """Write a line to stdout in one write, so that lines from several workers do not interleave. A
+    write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
+    server serves on without it."""
+    global log_ended
+    try:
+        print(line + "\n", end="", flush=True)
+    except OSError as e:
+        log_ended = True
+        try:
+            # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            if os.read(log_token, 1):  # the first thread or worker process whose write failed says so
+                print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
+                    sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
+        except OSError:  # out of descriptors, or stderr gone too
+            pass
 
 
 def peer(address):
@@ -330,9 +356,9 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
-    print the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
+    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
     # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
@@ -347,8 +373,18 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    # One byte, its write end closed: the first read gets it, any later one b"" (threads, and worker
+    # processes forked later, share the pipe): print_line() says once that the log has ended.
+    log_token, token_end = os.pipe()
+    os.write(token_end, b"x")
+    os.close(token_end)
     return server_sock
+
+
+def print_port_line(server_sock):
+    """The line that says the server can serve, with the port read back (--port 0 picks one). With
+    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
 def hold_stop_signals():
@@ -372,12 +408,21 @@ def release_stop_signals():
 
 def tls_context(cert, key):
     """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
-    cannot be loaded is one line and exit status 1."""
+    cannot be loaded is one line, which says which and why, and exit status 1."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     try:
         context.load_cert_chain(cert, key)
-    except OSError as e:  # ssl.SSLError is one
+    except ssl.SSLError as e:  # OpenSSL's words ("PEM lib", KEY_VALUES_MISMATCH) in the user's
+        if e.reason in ("KEY_VALUES_MISMATCH", "NO_CERTIFICATE_ASSIGNED"):  # the latter: a key of another type
+            sys.exit("{}: cannot load --cert {} --key {}: the key does not match the certificate".format(
+                sys.argv[0], cert, key))
+        try:  # "PEM lib": the certificate or the key. The certificate alone tells which.
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cert)
+        except ssl.SSLError:
+            sys.exit("{}: cannot load --cert {}: not a PEM file holding a certificate".format(sys.argv[0], cert))
+        sys.exit("{}: cannot load --key {}: not a PEM file holding a private key".format(sys.argv[0], key))
+    except OSError as e:  # the file is missing, unreadable, a folder...
         sys.exit("{}: cannot load --cert {} --key {}: {}".format(sys.argv[0], cert, key, e.strerror or e))
     return context
 
@@ -429,6 +474,7 @@ def main():
     with server_sock:
         try:
             context = tls_context(args.cert, args.key) if args.cert else None
+            print_port_line(server_sock)
             run(accept_loop(server_sock, args.backlog, context))
         except asyncio.CancelledError:  # a second signal cut the grace short
             sys.exit(1)

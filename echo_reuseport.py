@@ -30,6 +30,9 @@ import sys
 import time
 import traceback
 
+if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
+    sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
+
 BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
@@ -149,6 +152,8 @@ WORK = 0  # --work N
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
 log_prefix = ""  # a worker process's log lines begin with its PID
+log_ended = False  # True once a log line could not be written (print_line())
+log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
@@ -262,9 +267,30 @@ def wake_on_stop_signals(selector):
 
 
 def log(fmt, *args):
-    """Print one of the article's log lines, unless -q."""
-    if not QUIET:  # one write per line: lines from several workers do not interleave
-        print(log_prefix + fmt.format(*args) + "\n", end="", flush=True)
+    """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
+    if not (QUIET or log_ended):
+        print_line(log_prefix + fmt.format(*args))
+
+
+def print_line(line):
+    """Write a line to stdout in one write, so that lines from several workers do not interleave. A
+    write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
+    server serves on without it."""
+    global log_ended
+    try:
+        print(line + "\n", end="", flush=True)
+    except OSError as e:
+        log_ended = True
+        try:
+            # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            os.close(devnull)
+            if os.read(log_token, 1):  # the first thread or worker process whose write failed says so
+                print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
+                    sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
+        except OSError:  # out of descriptors, or stderr gone too
+            pass
 
 
 def peer(address):
@@ -356,9 +382,9 @@ def keep_alive(sock):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, listen, and
-    print the port line. A port in use or an unknown host is one line and exit status 1."""
-    global QUIET, WORK, TIMEOUT, GRACE, spare_fd
+    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
+    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
+    global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
     # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
@@ -373,8 +399,18 @@ def start_listening(args):
         reason = "Address already in use" if e.errno == errno.EADDRINUSE else e.strerror or e  # Windows says it oddly
         sys.exit("{}: cannot listen on {}:{}: {}".format(sys.argv[0], args.host, args.port, reason))
     spare_fd = os.open(os.devnull, os.O_RDONLY)
-    print("Server Run Port:{}".format(server_sock.getsockname()[1]), flush=True)
+    # One byte, its write end closed: the first read gets it, any later one b"" (threads, and worker
+    # processes forked later, share the pipe): print_line() says once that the log has ended.
+    log_token, token_end = os.pipe()
+    os.write(token_end, b"x")
+    os.close(token_end)
     return server_sock
+
+
+def print_port_line(server_sock):
+    """The line that says the server can serve, with the port read back (--port 0 picks one). With
+    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
 def hold_stop_signals():
@@ -529,6 +565,7 @@ def main():
         sys.exit("{}: SO_REUSEPORT load balancing is Linux-only; try {}".format(
             sys.argv[0], "echo_prefork.py" if hasattr(os, "fork") else "echo_selectors.py"))
     server_sock = start_listening(args)
+    print_port_line(server_sock)
     # One socket per worker, all on the port the first one got: --port 0 gives one port to all.
     port = server_sock.getsockname()[1]
     try:

@@ -1,10 +1,12 @@
 # SPDX-License-Identifier: 0BSD
 """The contract every echo_*.py keeps, checked on each server started with --port 0."""
 import asyncio
+import glob
 import importlib.util
 import os
 import random
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -12,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -87,6 +90,28 @@ def test_port_in_use_is_one_clear_line(script):
         result = run_script(script, "--port", str(holder.getsockname()[1]))
     assert result.returncode != 0
     assert result.stderr.count("\n") == 1 and "in use" in result.stderr and "Traceback" not in result.stderr
+
+
+def older_python(version):
+    """An interpreter older than the pack supports, where one is installed (pyenv's, or on the PATH)."""
+    found = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/{}.*/bin/python3".format(version))))
+    return found[-1] if found else shutil.which("python" + version)
+
+
+@pytest.mark.parametrize("version", ["3.8", "3.9"])
+@pytest.mark.parametrize("script", SERVERS + ["client.py"])
+def test_an_older_python_is_told_the_version_it_needs(script, version):
+    """Issue 49: 3.8 ended in a traceback (str.removeprefix, in number()) and 3.9 ran, though the pack
+    needs 3.10. Every file parses on both; each says so in one line, before it does anything."""
+    python = older_python(version)
+    if not python:
+        pytest.skip("no Python {} here".format(version))
+    result = subprocess.run([python, str(ROOT / script), "--port", "0"], capture_output=True, text=True,
+                            timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+    assert result.returncode == 1 and result.stdout == ""
+    line = r"{}: needs Python 3\.10 or newer; this is Python {}\.\d+\n".format(re.escape(str(ROOT / script)),
+                                                                          re.escape(version))
+    assert re.fullmatch(line, result.stderr), result.stderr
 
 
 @windows
@@ -457,6 +482,51 @@ def test_ipv6_host_serves_an_echo(script, start_server):
     with tls_wrap(sock, "::1") if server.tls else sock as sock:
         assert exchange(sock, b"over IPv6") == b"over IPv6"
     assert wait_until(lambda: accept.search(server.stdout())), "the log shows the client's IPv6 address in brackets"
+
+
+# A wrapper that execs the server (it keeps the pid) with its stdout a pipe whose one reader takes the
+# port line, then goes away, as `python3 echo_x.py | head -1` does: the server's next write fails.
+HEAD_1 = """
+import os, sys
+r, w = os.pipe()
+if os.fork() == 0:
+    if os.fork() == 0:  # the reader: a grandchild, so that the server (a pool's parent) never reaps it
+        os.close(w)
+        line = b""
+        while not line.endswith(b"\\n") and (byte := os.read(r, 1)):
+            line += byte
+        os.close(r)  # gone before the test sees the port line
+        os.write(1, line)
+    os._exit(0)
+os.wait()
+os.close(r)
+os.dup2(w, 1)
+os.close(w)
+os.execvp(sys.argv[1], sys.argv[1:])
+"""
+
+
+@pytest.mark.slow
+@every_server
+@pytest.mark.parametrize("python", [(), ("-X", "dev", "-W", "error")], ids=["", "dev"])
+def test_a_server_serves_on_once_its_log_s_reader_has_gone(script, python, start_server):
+    """Issue 49: `python3 echo_selectors.py | head -2` died of BrokenPipeError in log() at its first
+    client. Now the failed write ends the log, in one line on stderr, whichever thread or worker
+    process met it first; clients are served exactly; the stop is clean (no "Exception ignored")."""
+    server = start_server(script, wrap=(sys.executable, "-c", HEAD_1), python=python)
+    socks = [server.connect() for _ in range(4)]  # at once: a pool's workers fail their Accept lines together
+    for n, sock in enumerate(socks):  # served one after another (echo_simple.py serves one at a time)
+        with sock:
+            payload = os.urandom(100000 * n + 1)
+            assert exchange(sock, payload) == payload
+            sock.shutdown(socket.SHUT_WR)
+            assert read_to_eof(sock) == b""
+    assert server.stop(signal.SIGTERM) == 0, server.stderr()
+    lines = [line for line in server.stderr().splitlines()
+             if not (line.startswith("Executing <") and "took" in line)]  # asyncio's slow-callback notes
+    assert lines == ["{}: cannot write the log: Broken pipe; no more log lines, serving goes on".format(
+        Path(server.out_path).parent / script)], server.stderr()
+    assert server.stdout() == "Server Run Port:{}\n".format(server.port)
 
 
 @every_server

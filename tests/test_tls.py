@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+from types import SimpleNamespace
 
 import pytest
 
@@ -42,11 +43,11 @@ def run_script(script, *args):
 
 
 def one_line(result):
-    """True when a failed start said so in one line on stderr, without a traceback (on stdout at
-    most the port line: the port is bound before the certificate is read)."""
-    return (result.returncode != 0 and result.stdout in ("", ) + tuple(
-        "Server Run Port:{}\n".format(n) for n in [result.stdout[16:-1]] if n.isdigit())
-        and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr)
+    """True when a failed start said so in one line on stderr, without a traceback, and no port line
+    (issue 49: it came before the certificate was read, and a script waiting for it took the server
+    as started)."""
+    return (result.returncode != 0 and result.stdout == ""
+            and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr)
 
 
 def client_hello():
@@ -99,12 +100,23 @@ def test_without_cert_and_key_the_asyncio_servers_serve_plain_tcp(script, start_
     assert roundtrip(server, b"plain as ever") == (b"plain as ever", True)
 
 
+NOT_A_CERT, NOT_A_KEY = "--cert {}: not a PEM file holding a certificate", "--key {}: not a PEM file holding a private key"
+MISMATCH = "--cert {} --key {}: the key does not match the certificate"
+
+
 @every_tls_server
-@pytest.mark.parametrize("cert, key", [("missing.pem", KEY), (CERT, CERT), (KEY, KEY), (os.devnull, KEY)])
-def test_a_cert_or_key_that_cannot_be_loaded_is_one_line(script, cert, key):
+@pytest.mark.parametrize("cert, key, words", [
+    ("missing.pem", KEY, "--cert {} --key {}: No such file or directory"),
+    (CERT, CERT, NOT_A_KEY.format(CERT)), (KEY, KEY, NOT_A_CERT.format(KEY)), (os.devnull, KEY, NOT_A_CERT.format(os.devnull)),
+    (CERT.parent / "README", CERT.parent / "README", NOT_A_CERT.format(CERT.parent / "README")),
+    (CERT, CERT.parent / "README", NOT_A_KEY.format(CERT.parent / "README")),
+    (CERT, CERT.parent / "other_key.pem", MISMATCH),  # OpenSSL: KEY_VALUES_MISMATCH
+    (CERT, CERT.parent / "rsa_key.pem", MISMATCH)])  # OpenSSL: NO_CERTIFICATE_ASSIGNED (another type of key)
+def test_a_cert_or_key_that_cannot_be_loaded_is_one_line(script, cert, key, words):
+    """Issue 49: the line says which file failed, in words, where it said OpenSSL's "PEM lib"."""
     result = run_script(script, "--port", "0", "--cert", str(cert), "--key", str(key))
     assert one_line(result), result
-    assert "cannot load" in result.stderr
+    assert result.stderr == "{}: cannot load {}\n".format(ROOT / script, words.format(cert, key)), result.stderr
 
 
 @every_tls_server
@@ -426,6 +438,52 @@ def distrustful(server):
         with pytest.raises(ssl.SSLCertVerificationError):
             context.wrap_socket(sock, server_hostname="127.0.0.1")
         return port
+
+
+@pytest.mark.slow
+@every_tls_server
+def test_client_py_s_probe_is_logged_as_an_accept_and_an_eof(script, start_server, client_module):
+    """Issue 49: every `client.py --tls` run made echo_selectors_tls.py log `Error:Transport endpoint is
+    not connected` after the Recv:EOF of its probe, a handshake and a close at once: close_notify()'s
+    fallback, shutdown(), met a connection that the probe had reset (it leaves the session tickets
+    unread). The probe's reset itself is the client's: a server that reads it before the EOF logs it."""
+    server = start_tls(start_server, script)
+    for _ in range(3):  # the reset comes after the EOF, or before it
+        probe = socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT)
+        port = probe.getsockname()[1]
+        with probe:
+            client_module.check_tls(probe, SimpleNamespace(host="127.0.0.1", port=server.port, cafile=str(CERT)))
+        assert wait_until(lambda: [line for line in lines_for(server, port) or [] if not line.startswith("Handshake:")])
+        time.sleep(0.2)  # a line after it, if there were one, would be written by now
+        lines = lines_for(server, port)
+        handshake = lines[:1] if script in LOGS_HANDSHAKES else []
+        assert lines == handshake + ["Recv:EOF"] or (lines[:-1] == handshake and "reset by peer" in lines[-1]), lines
+    assert "not connected" not in server.stdout()
+    assert roundtrip(server, b"and a client after it") == (b"and a client after it", True)
+    assert server.proc.poll() is None and server.stderr() == ""
+
+
+def test_close_notify_to_a_peer_that_reset_the_connection_raises_nothing():
+    """Issue 49, the same without a race: unwrap() cannot send close_notify to a peer that reset the
+    connection (EPIPE), and the fallback's shutdown() finds it gone (ENOTCONN): nothing to log."""
+    import ast
+    tree = ast.parse((ROOT / "echo_selectors_tls.py").read_text())
+    found = {"contextlib": __import__("contextlib"), "socket": socket, "ssl": ssl}
+    exec(compile(ast.Module([n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "close_notify"], []),
+                 "echo_selectors_tls.py", "exec"), found)
+    calls = []
+
+    class Reset:
+        def unwrap(self):
+            calls.append("unwrap")
+            raise BrokenPipeError(32, "Broken pipe")
+
+        def shutdown(self, how):
+            calls.append("shutdown")
+            raise OSError(107, "Transport endpoint is not connected")
+
+    found["close_notify"](Reset())
+    assert calls == ["unwrap", "shutdown"]
 
 
 @pytest.mark.slow
