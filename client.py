@@ -656,13 +656,14 @@ class ClosedLoop:
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
-        self.connects, self.slots, self.hold, self.idle, self.messages = w.connects, w.connecting, w.hold, w.idle, w.messages
+        self.connects, self.slots, self.hold, self.idle = w.connects, w.connecting, w.hold, w.idle
         self.clients = [Client(cid) for cid in cids]
         self.active, self.in_flight = len(self.clients), 0
         self.queued = collections.deque()  # clients waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
         self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
+        self.messages = w.messages
         if self.hold and self.idle is not None:
             engine.per_connection = 1  # the first echo; the rest once all are held (release())
         self.times = {}
@@ -901,9 +902,9 @@ def too_few_descriptors(pid, clients, pool=True):
     except (OSError, StopIteration):
         return None
     where = "one process" if workers == 1 else "{} worker processes (or start it with more --workers)".format(workers)
-    return None if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft) else "{:,} connections do not fit in " \
-        "{}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root raises it in limits.conf or " \
-        "systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
+    return None if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft) else "{:,} connections do not fit " \
+        "in {}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root raises it in limits.conf " \
+        "or systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
 
 
 STOPS = []  # the stop signals that came: the waits below see them (wait())
@@ -2319,7 +2320,8 @@ def scenarios_from(args):
     if not args.scenario and (args.rate is not None or args.shaped):
         return [] if args.rate is not None else [("custom", workload(args, budget=BUDGET), args.work)]
     chosen = []
-    asked = dict.fromkeys(n for name in args.scenario or [DEFAULT_SCENARIO] for n in (PRESETS[name].after, name) if n)
+    asked = dict.fromkeys(n for name in args.scenario or [DEFAULT_SCENARIO] for n in (PRESETS[name].after, name)
+                          if n)  # each after the one it needs
     for name, p in ((name, PRESETS[name]) for name in asked if not PRESETS[name].rates):
         connects = max(1, round(p.connects * args.scale)) if p.scaled else p.connects
         w = workload(args, clients=p.clients, connects=connects, messages=p.messages, seconds=p.seconds,
@@ -2354,8 +2356,8 @@ def parse_args(argv):
     messages = connections * (args.messages or (1 if rate else 50))
     for wrong, message in (  # the first that applies is said
             (args.hold and args.connects != 1, "--hold holds one connection per client: use it with --connects 1"),
-            (args.idle is not None and (not args.hold or (args.messages or 50) < 2), "--idle holds connections between their "
-             "first echo and the rest: use it with --hold and --messages 2 or more"),
+            (args.idle is not None and (not args.hold or (args.messages or 50) < 2), "--idle holds connections between "
+             "their first echo and the rest: use it with --hold and --messages 2 or more"),
             (rate and args.seconds, "--seconds times the closed loop's connections; --rate starts them on a clock "
                                     "for --duration"),
             (rate and args.hold, "--rate starts connections on a clock; --hold is for the closed loop"),

@@ -1097,3 +1097,20 @@ def test_a_server_whose_descriptor_limit_is_too_low_is_refused_in_one_line_befor
     assert result.returncode == 1 and result.stdout == "" and result.stderr.count("\n") == 1, result.stderr
     assert "300 connections do not fit in one process: its descriptors are limited to 200 (ulimit -n" in result.stderr
     assert "]Accept:" not in server.stdout(), "nothing was started: not one connection"
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.path.exists("/proc/self/smaps_rollup"), reason="the servers' PSS from /proc, SO_REUSEPORT "
+                    "(Linux)")
+def test_held_10k_holds_and_echoes_every_connection_twice_and_says_what_each_costs():
+    """held-10k under --all against a single-process loop and a pool of worker processes (its memory summed over
+    its tree): 10,000 held, each echoed twice, and the memory read in between."""
+    figures, _ = client_json("--all", "--servers", "epoll,reuseport", "--scenario", "held-10k", "--repeat", "1",
+                             timeout=300)
+    rows = figures["tables"][0]["rows"]
+    assert sorted(r["server"] for r in rows) == ["echo_epoll.py", "echo_reuseport.py"]
+    for r in rows:
+        assert r["failed"] is None and r["messages"] == r["expected"] == 20000 and r["held_connections"] == 10000, r
+        assert r["server_memory_kind"] == "PSS" and 0 <= r["server_kib_per_held"] < 2, r
+        assert r["server_memory_held_kib"] > r["server_memory_before_kib"] and r["kernel_kib_per_held"] > 0
+        assert r["client_memory_kib"] > 0 and r["connect_phase_s"] > 0
