@@ -30,18 +30,19 @@ def main():
     version = subprocess.run([*PYTHON, "-c", "import platform; print(platform.python_version())"],
                              capture_output=True, text=True, check=True).stdout.strip()  # the servers', ECHO_PYTHON's
     print("Python {}, {} cycles each, seed {}".format(version, args.cycles, seed), flush=True)
-    missed = 0
-    for script in args.servers:
+    missed = []
+    for n, script in enumerate(args.servers, 1):  # three servers a line; what failed, at the end
         failures, started, rng = [], time.monotonic(), random.Random(seed)
         for i in range(args.cycles):
             with tempfile.TemporaryDirectory() as folder:
                 what = stop_under_load(script, folder, rng, second=i % 5 == 4)
             if what:
                 failures.append((i, what))
-        missed += len(failures)
-        print("{}: {} of {} cycles failed ({:.0f} s){}".format(
-            script, len(failures), args.cycles, time.monotonic() - started,
-            "".join("\n  cycle {}: {}".format(i, what) for i, what in failures)), flush=True)
+        missed += [(script, i, what) for i, what in failures]
+        print("{} {}/{} failed ({:.0f} s)".format(script, len(failures), args.cycles, time.monotonic() - started),
+              end="\n" if n % 3 == 0 or n == len(args.servers) else "; ", flush=True)
+    for script, i, what in missed:
+        print("{}, cycle {}: {}".format(script, i, what))
     return 1 if missed else 0
 
 
