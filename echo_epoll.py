@@ -21,7 +21,6 @@ import select
 import signal
 import socket
 import sys
-import threading
 import time
 
 if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
@@ -34,26 +33,31 @@ ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients 
 
 
 def accept_loop(server_sock):
-    global signals
     log("Ready For Accept")
     server_sock.setblocking(False)
-    # A byte per Ctrl-C or SIGTERM wakes poll(): the first sets stopping.
-    signals = catch_stop_signals()
+    # A byte per Ctrl-C or SIGTERM wakes poll(): the loop reads the note (stop_noted()).
+    wakeup_pipe()
     epoll = select.epoll()
     epoll.register(server_sock.fileno(), select.EPOLLIN)
-    epoll.register(signals, select.EPOLLIN)
+    epoll.register(wakeup_sock, select.EPOLLIN)
     descriptors = {}  # fileno -> socket: epoll reports descriptors, not objects
     deadlines = Deadlines()
     now, listening = time.monotonic(), True
     while deadlines or listening:
+        if stop_noted() and listening:
+            log("Shutdown")
+            server_sock.close()
+            half_close_all(descriptors[fileno] for fileno in deadlines)
+            listening = False
+            continue  # the loop ends here if no client is left
         log("Descriptor Count:{}", len(deadlines))
-        events = epoll.poll(deadlines.wait(now))
+        events = epoll.poll(within_grace(deadlines.wait(now)))
         now = time.monotonic()
         for fileno, _ in events:
             if fileno == server_sock.fileno():
                 accept_clients(epoll, server_sock, descriptors, deadlines, now)
-            elif fileno == signals.fileno():
-                signals.recv(256)  # catch_stop_signals() has done the rest
+            elif fileno == wakeup_sock.fileno():
+                wakeup_sock.recv(512)  # it only wakes the loop: stop_noted() reads the note
             elif send_recv(descriptors[fileno]):
                 deadlines[fileno] = time.monotonic()  # after the send: a slow reader taking its echo moved
                 deadlines.move_to_end(fileno)
@@ -62,11 +66,6 @@ def accept_loop(server_sock):
                 descriptors.pop(fileno).close()  # close() also removes it from the epoll set
         for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
             descriptors.pop(fileno).close()
-        if stopping and listening:
-            log("Shutdown")
-            server_sock.close()
-            half_close_all(descriptors[fileno] for fileno in deadlines)
-            listening = False
 
 
 def accept_clients(epoll, server_sock, descriptors, deadlines, now):
@@ -124,11 +123,12 @@ def send_all(sock, data):
             # writable once a third of the buffer is free; the send() after it counts any room.
             waiter = select.poll()  # not select(): descriptors go past FD_SETSIZE here
             waiter.register(sock, select.POLLOUT)
-            waiter.register(signals, select.POLLIN)  # a stop signal ends the wait: its handler runs next
-            ready = dict(waiter.poll(TIMEOUT * 1000 or None))
-            if signals.fileno() in ready:
-                signals.recv(256)
-            stalled = not ready
+            waiter.register(wakeup_sock, select.POLLIN)  # a stop signal ends the wait: a second one ends the server here
+            timeout = within_grace(TIMEOUT or None)
+            ready = dict(waiter.poll(timeout and timeout * 1000))
+            if wakeup_sock.fileno() in ready:
+                wakeup_sock.recv(512)
+            stalled = not (stop_noted() or ready)
 
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
@@ -137,15 +137,16 @@ QUIET = False  # -q
 WORK = 0  # --work N
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
-signals = None  # the signal pipe's read end: the loop's wait and send_all()'s both watch it
+stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
+grace_end = math.inf  # when the grace ends, once stopping
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): the loop's wait and send_all()'s watch it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
@@ -193,6 +194,26 @@ def half_close_all(clients):
     for sock in clients:
         with contextlib.suppress(OSError):  # it has reset already
             sock.shutdown(socket.SHUT_WR)
+
+
+def stop_noted():
+    """True once a stop signal is noted (stop_signals): the first sets `stopping` and starts the grace; a
+    second, or two at once, ends the server here, exit status 1 (log() flushed every line)."""
+    global stopping, grace_end
+    if len(stop_signals) > 1:
+        os._exit(1)
+    if stop_signals and not stopping:
+        stopping, grace_end = True, time.monotonic() + GRACE
+    return stopping
+
+
+def within_grace(timeout):
+    """A wait's timeout (seconds; None: no limit), cut to what is left of the grace once stopping. Once
+    it is over, the server ends here, exit status 0: what is left is dropped, the kernel closes it."""
+    left = grace_end - time.monotonic()
+    if left <= 0:
+        os._exit(0)
+    return min(math.inf if timeout is None else timeout, left) if stopping else timeout
 
 
 def log(fmt, *args):
@@ -328,17 +349,15 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
-    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, have Ctrl-C and SIGTERM noted, and listen (print_port_line()
+    then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
-    # them): one that comes as soon as the port line is out waits for it, instead of raising
-    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
+    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
+    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
     for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.default_int_handler)
-    hold_stop_signals()
+        signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -359,70 +378,21 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def hold_stop_signals():
-    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
-    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    else:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
-
-
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(held_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    held_signals.clear()
-
-
-def signal_pipe():
-    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
-    so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
-    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
+    socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
+    signal came just before it. A forked child calls it again: a pair of its own, its parent's closed."""
+    global wakeup_sock
     read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)  # whoever waits on it empties it, never waiting
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
-    atexit.register(read_end.close)
-    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
-        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
-    return read_end
-
-
-def catch_stop_signals():
-    """signal_pipe() for a loop that a send may hold: a byte for each Ctrl-C or SIGTERM wakes the
-    loop, and the handler acts at once, between two bytecodes, even in the middle of a send. The
-    first sets `stopping` and starts the grace: when it is over, what is left is dropped and the
-    process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits, never
-    an exception: one raised inside a send would lose count of what was sent."""
-    def on_stop(signum, frame):
-        global stopping
-        if stopping:
-            os._exit(1)  # no traceback, nothing to flush: log() flushed every line
-        stopping = True
-        after_grace(lambda: os._exit(0))  # the kernel closes what is left
-    read_end = signal_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, on_stop)
-    release_stop_signals()  # start_listening() held them until now
-    return read_end
-
-
-def after_grace(action):
-    """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Cancelled at exit: Python's exit puts SIGALRM's default back, and a ring then would be 'Alarm clock'."""
-    if hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, lambda signum, frame: action())
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
-        atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)
-        return
-    timer = threading.Timer(GRACE, action)
-    timer.daemon = True  # the process may end before it rings
-    timer.start()
-    atexit.register(timer.cancel)
+    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    if wakeup_sock is None:
+        atexit.register(lambda: wakeup_sock.close())
+    else:
+        wakeup_sock.close()
+        socket.close(parents)
+    wakeup_sock = read_end
 
 
 def main():

@@ -75,7 +75,7 @@ QUIET = False  # -q
 WORK = 0  # --work N
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
@@ -311,17 +311,15 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
-    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, have Ctrl-C and SIGTERM noted, and listen (print_port_line()
+    then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
-    # them): one that comes as soon as the port line is out waits for it, instead of raising
-    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
+    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
+    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
     for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.default_int_handler)
-    hold_stop_signals()
+        signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -342,23 +340,13 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def hold_stop_signals():
-    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
-    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    else:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
-
-
 def release_stop_signals():
     """Let the stop signals reach the handlers the lesson has set: those held come now."""
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(held_signals):  # once each, as a blocked signal is pending once
+    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
         signal.raise_signal(signum)
-    held_signals.clear()
+    stop_signals.clear()
 
 
 def after_grace(action):

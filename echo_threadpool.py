@@ -56,23 +56,32 @@ def give_buffer():
 def accept_loop(server_sock, pool):
     log("Ready For Accept")
     server_sock.setblocking(False)
-    # A byte per Ctrl-C or SIGTERM wakes the selector: the first sets stopping.
-    signals = catch_stop_signals()
+    # A byte per Ctrl-C or SIGTERM wakes the selector: the loop reads the note (stop_noted()).
+    wakeup_pipe()
     selector = selectors.DefaultSelector()
     selector.register(server_sock, selectors.EVENT_READ)
-    selector.register(signals, selectors.EVENT_READ)
+    selector.register(wakeup_sock, selectors.EVENT_READ)
     selector.register(waker_r, selectors.EVENT_READ)
     deadlines = Deadlines()  # while a callback holds a client, send_or_time_out() keeps its deadline
     now, listening = time.monotonic(), True
     while deadlines or listening:
-        ready = selector.select(deadlines.wait(now))
+        if stop_noted() and listening:
+            log("Shutdown")
+            selector.unregister(server_sock)
+            server_sock.close()
+            wait_for_senders(lambda: in_pool)  # the callbacks send every chunk read: the grace at most
+            take_back(selector, deadlines, time.monotonic())
+            half_close_all(selector.get_key(fileno).fileobj for fileno in deadlines)
+            listening = False
+            continue  # the loop ends here if no client is left
+        ready = selector.select(within_grace(deadlines.wait(now)))
         now = time.monotonic()
         for key, _ in ready:
             fileno = key.fd
             if fileno == server_sock.fileno():
                 accept_clients(selector, server_sock, deadlines, now)
-            elif key.fileobj is signals:
-                signals.recv(256)  # catch_stop_signals() has done the rest
+            elif key.fileobj is wakeup_sock:
+                wakeup_sock.recv(512)  # it only wakes the loop: stop_noted() reads the note
             elif fileno == waker_r.fileno():
                 waker_r.recv(BUFSIZE)
                 take_back(selector, deadlines, now)
@@ -86,19 +95,10 @@ def accept_loop(server_sock, pool):
                 del deadlines[fileno]
                 # One callback per connection at a time: out of the selector until it is done.
                 callback = pool.submit(send_recv, selector.unregister(fileno).fileobj)
-                if MAX_SOCKETS < math.inf:  # select() (Windows): its client comes back to a full selector
-                    in_pool.add(callback)
-                    callback.add_done_callback(in_pool.discard)
+                in_pool.add(callback)  # for the stop's wait, and for select()'s count (Windows)
+                callback.add_done_callback(done_in_pool)
         for fileno in deadlines.expired(now):  # after the ready events: bytes that wait are progress
             selector.unregister(fileno).fileobj.close()
-        if stopping and listening:
-            log("Shutdown")
-            selector.unregister(server_sock)
-            server_sock.close()
-            pool.shutdown()  # the callbacks send every chunk read: the loop waits here, the grace at most
-            take_back(selector, deadlines, time.monotonic())
-            half_close_all(selector.get_key(fileno).fileobj for fileno in deadlines)
-            listening = False
 
 
 def accept_clients(selector, server_sock, deadlines, now):
@@ -143,8 +143,6 @@ def send_recv(sock):
             sum(range(WORK))  # --work: the CPU cost of handling a chunk
             send_or_time_out(sock, data)  # blocks this pool thread only
             sent_back.append(sock)
-            with contextlib.suppress(BlockingIOError):  # full: a wake-up is pending anyway
-                waker_w.send(b"\0")
             return
     except TimeoutError:
         log("[FD:{}]Timeout", fd)
@@ -159,14 +157,16 @@ QUIET = False  # -q
 WORK = 0  # --work N
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-held_signals = []  # stop signals that came before the lesson took them, where none can be blocked
+stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-stopping = False  # set by the first Ctrl-C or SIGTERM: see catch_stop_signals()
+stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
+grace_end = math.inf  # when the grace ends, once stopping
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): the loop's wait watches it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
@@ -243,6 +243,43 @@ def read_and_drop(sock):
     with contextlib.suppress(OSError):
         return bool(sock.recv(BUFSIZE))
     return False
+
+
+def stop_noted():
+    """True once a stop signal is noted (stop_signals): the first sets `stopping` and starts the grace; a
+    second, or two at once, ends the server here, exit status 1 (log() flushed every line)."""
+    global stopping, grace_end
+    if len(stop_signals) > 1:
+        os._exit(1)
+    if stop_signals and not stopping:
+        stopping, grace_end = True, time.monotonic() + GRACE
+    return stopping
+
+
+def within_grace(timeout):
+    """A wait's timeout (seconds; None: no limit), cut to what is left of the grace once stopping. Once
+    it is over, the server ends here, exit status 0: what is left is dropped, the kernel closes it."""
+    left = grace_end - time.monotonic()
+    if left <= 0:
+        os._exit(0)
+    return min(math.inf if timeout is None else timeout, left) if stopping else timeout
+
+
+def wait_for_senders(busy):
+    """The stop's wait for the chunks the senders hold, until busy() is false (a sender wakes waker_r as
+    it finishes one): a second stop signal ends it (exit status 1), and so does the grace's end (0)."""
+    while busy():
+        readable, _, _ = select.select([wakeup_sock, waker_r], [], [], within_grace(None))
+        for sock in readable:
+            sock.recv(BUFSIZE)
+        stop_noted()
+
+
+def done_in_pool(callback):
+    """A callback is done: out of in_pool, and the loop woken (take_back(), or the stop's wait)."""
+    in_pool.discard(callback)
+    with contextlib.suppress(OSError):  # full: a wake-up is pending anyway; closed: the server has ended
+        waker_w.send(b"\0")
 
 
 def log(fmt, *args):
@@ -378,17 +415,15 @@ def create_server_socket(host, port, backlog):
 
 
 def start_listening(args):
-    """Apply the flags, hold Ctrl-C and SIGTERM until the lesson takes them, and listen
-    (print_port_line() then says so). A port in use or an unknown host is one line and exit status 1."""
+    """Apply the flags, have Ctrl-C and SIGTERM noted, and listen (print_port_line()
+    then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
     # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Held until the lesson is ready to take them (it releases
-    # them): one that comes as soon as the port line is out waits for it, instead of raising
-    # KeyboardInterrupt in the middle of the set-up (say, inside asyncio.run()).
+    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
+    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
     for signum in STOP_SIGNALS:
-        signal.signal(signum, signal.default_int_handler)
-    hold_stop_signals()
+        signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
         server_sock = create_server_socket(args.host, args.port, args.backlog)
     except OSError as e:
@@ -409,70 +444,21 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def hold_stop_signals():
-    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
-    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    else:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda signum, frame: held_signals.append(signum))
-
-
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(held_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    held_signals.clear()
-
-
-def signal_pipe():
-    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
-    so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
-    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+def wakeup_pipe():
+    """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
+    socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
+    signal came just before it. A forked child calls it again: a pair of its own, its parent's closed."""
+    global wakeup_sock
     read_end, write_end = socket.socketpair()
+    read_end.setblocking(False)  # whoever waits on it empties it, never waiting
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
-    atexit.register(read_end.close)
-    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
-        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
-    return read_end
-
-
-def catch_stop_signals():
-    """signal_pipe() for a loop that a send may hold: a byte for each Ctrl-C or SIGTERM wakes the
-    loop, and the handler acts at once, between two bytecodes, even in the middle of a send. The
-    first sets `stopping` and starts the grace: when it is over, what is left is dropped and the
-    process ends, exit status 0. A second ends it at once, exit status 1. Flags and exits, never
-    an exception: one raised inside a send would lose count of what was sent."""
-    def on_stop(signum, frame):
-        global stopping
-        if stopping:
-            os._exit(1)  # no traceback, nothing to flush: log() flushed every line
-        stopping = True
-        after_grace(lambda: os._exit(0))  # the kernel closes what is left
-    read_end = signal_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, on_stop)
-    release_stop_signals()  # start_listening() held them until now
-    return read_end
-
-
-def after_grace(action):
-    """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Cancelled at exit: Python's exit puts SIGALRM's default back, and a ring then would be 'Alarm clock'."""
-    if hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, lambda signum, frame: action())
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
-        atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)
-        return
-    timer = threading.Timer(GRACE, action)
-    timer.daemon = True  # the process may end before it rings
-    timer.start()
-    atexit.register(timer.cancel)
+    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    if wakeup_sock is None:
+        atexit.register(lambda: wakeup_sock.close())
+    else:
+        wakeup_sock.close()
+        socket.close(parents)
+    wakeup_sock = read_end
 
 
 def main():

@@ -521,3 +521,84 @@ def table(head, rows, markdown=None):
         lines.append(line)
     if markdown:
         Path(markdown).write_text("\n".join(lines) + "\n")
+
+
+STRESS_PATTERN = bytes(range(251)) * 1045  # 262 KB; a message is a slice of it at a random offset
+
+
+def stop_under_load(script, folder, rng, second, clients=20, grace=10.0, python=()):
+    """Issue 48's stress of the stop: clients echo messages of random sizes, each waiting for all of its
+    echo before the next; 0-50 ms after they start, SIGTERM or SIGINT (one at random). With second, a
+    second signal follows 0-100 ms later, and the clients hold their sockets until it went (0.1 s more). Returns None
+    when the stop kept every promise, else what went wrong: each client's bytes before EOF are an exact
+    prefix of what it sent, and EOF comes (a reset only after a second signal); one signal: exit status 0
+    within a second of the last client's close; two: 1 within a second of the second; no traceback, no
+    process left in the server's group."""
+    # A backlog that holds every client: echo_simple.py serves one at a time, the others wait queued.
+    server = Server(script, folder, ["-q", "--grace", str(grace), "--backlog", str(clients)], python=python)
+    try:
+        server.wait_for_port()
+        socks = [server.connect() for _ in range(clients)]
+        second_sent, problems, closed = threading.Event(), [], []
+
+        def client(sock):
+            sent, received = bytearray(), bytearray()
+            try:
+                with sock:
+                    try:
+                        while True:
+                            start = rng.randrange(len(STRESS_PATTERN) - 1)
+                            message = STRESS_PATTERN[start:start + rng.choice((1, 100, 4096, 65536, 200000))]
+                            sock.sendall(message)
+                            sent += message
+                            while len(received) < len(sent):
+                                data = sock.recv(1 << 20)
+                                if not data:
+                                    raise EOFError
+                                received += data
+                    except EOFError:
+                        if second:  # and a moment more: the second is taken before the stop could end without it
+                            second_sent.wait(TIMEOUT)
+                            time.sleep(0.1)
+            except OSError as e:
+                if not second:
+                    problems.append("a client got {!r} before EOF".format(e))
+            finally:
+                closed.append(time.monotonic())
+            if received != sent[:len(received)]:
+                problems.append("an echo not exact: {} bytes back, not a prefix of the {} sent".format(
+                    len(received), len(sent)))
+
+        for sock in socks:
+            sock.settimeout(grace + 5)
+        threads = [threading.Thread(target=client, args=(sock,), daemon=True) for sock in socks]
+        for thread in threads:
+            thread.start()
+        time.sleep(rng.uniform(0, 0.050))
+        server.proc.send_signal(rng.choice((signal.SIGTERM, signal.SIGINT)))
+        signalled = time.monotonic()
+        if second:
+            time.sleep(rng.uniform(0, 0.100))
+            server.proc.send_signal(rng.choice((signal.SIGTERM, signal.SIGINT)))
+            signalled = time.monotonic()
+            second_sent.set()
+        status = server.wait(grace + 5)
+        exited = time.monotonic()
+        for thread in threads:
+            thread.join(TIMEOUT)
+        if status is None:
+            return "no exit within the grace and 5 s"
+        if second and (status != 1 or exited - signalled > 1):
+            return "exit status {} {:.2f} s after a second signal".format(status, exited - signalled)
+        if not second and (status != 0 or exited - max(closed, default=exited) > 1 or exited - signalled > grace + 1):
+            return "exit status {} {:.2f} s after its clients closed, {:.2f} s after the signal".format(
+                status, exited - max(closed, default=exited), exited - signalled)
+        if problems:
+            return problems[0]
+        if "Traceback" in server.stderr():
+            return "a traceback: " + server.stderr()[-500:]
+        if not group_gone(server.pid):
+            return "a process left in its group"
+        return None
+    finally:
+        server.kill()

@@ -34,16 +34,18 @@ HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels
            "half_close_flushed", "selector_has_room", "wake_on_stop_signals", "interrupt_on_stop_signal",
            # the select loops': their clock, an OrderedDict of deadlines, and the stop's half-close (first in
            # echo_select.py, below its banner as in the others); send_or_time_out(), taught in echo_select_pool.py
-           "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop"]
+           "Deadlines", "half_close_all", "send_or_time_out", "read_and_drop",
+           # the select loops' stop (issue 48): the loop reads the handler's note and ends the grace by its waits' timeouts
+           "stop_noted", "within_grace", "wait_for_senders", "done_in_pool"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
-# first twelve are in every file.
+# first eleven are in every file.
 SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "print_port_line", "hold_stop_signals", "release_stop_signals", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
-          "finished_children", "run_workers", "signal_pipe", "catch_stop_signals", "after_grace", "wakeup_pipe",
+          "finished_children", "run_workers", "signal_pipe", "after_grace", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
-EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 12]
+EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
@@ -59,8 +61,8 @@ LESSON_BUDGET_EXCEPTIONS = {
                                    "deadline of its own (a second SelectorDeadlines), the TLS calls' wants, pending() "
                                    "drained, close_notify (and its half-close's silence for a peer that reset the "
                                    "connection: issue 49, 1 line), and the listening socket wrapped"),
-    "echo_select_pool.py": (110, "the idea plus the send_or_time_out() it teaches echo_threadpool.py (a send that "
-                                 "blocks its sender only, waiting for room at most --timeout: 15 lines)"),
+    "echo_select_pool.py": (111, "the idea plus the send_or_time_out() it teaches echo_threadpool.py (a send that "
+                                 "blocks its sender only, waiting for room at most --timeout: 15 lines), and the stop's `continue` (issue 48: the loop checks the note first, then waits)"),
     "echo_selectors_process.py": (129, "two programs: the acceptor (deal, replace workers, wake on signals, and "
                                        "hold the connections no worker has room for: hand_over()) and "
                                        "echo_selectors.py's loop in each worker, its deadlines and stop called by "
@@ -95,9 +97,9 @@ TARGET_MISSED = {
                            "lines), FD_SETSIZE and Windows' 512 sockets (4), the stop read from the signal pipe "
                            "in the loop (5) and in send_recv() with its Timeout line (4); and send_all()'s wait "
                            "for room, which stalls every other client, the pattern's trade-off (13)"),
-    "echo_epoll.py": (81, "echo_select.py's lines, with send_all()'s wait in poll(), as descriptors go past "
-                          "FD_SETSIZE here"),
-    "echo_threadpool.py": (87, "echo_select.py's accept and stop lines, plus the stop that waits for the pool's "
+    "echo_epoll.py": (82, "echo_select.py's lines, with send_all()'s wait in poll(), as descriptors go past "
+                          "FD_SETSIZE here (and its timeout in milliseconds, cut to the grace: 1 line)"),
+    "echo_threadpool.py": (85, "echo_select.py's accept and stop lines, plus the stop that waits for the pool's "
                                "callbacks before it half-closes (7), the read and drop in the loop once stopping "
                                "(6), and Windows' 512 sockets counting the callbacks' clients (in_pool: 3)"),
 }
@@ -144,7 +146,7 @@ LESSON_CALLS = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (306, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
+    "echo_select.py": (297, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
                             "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -152,24 +154,24 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "(take_stop_signals() to cut(), 88 lines). Issue 43's move: 304 before; each file's "
                             "helpers below its banner, and echo_simple.py's lesson calling accept(), recv_into() and "
                             "send() itself, the waits in helpers that pair with none of this file's lines: 2 more "
-                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace()"),
-    "echo_select_pool.py": (134, "a pool of sender threads: their queue, the buffers that go round, and each client "
+                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays"),
+    "echo_select_pool.py": (146, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
-                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines)"),
-    "echo_threadpool.py": (203, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
+                                 "send_or_time_out() taught here (a wait for room in the sender only: 17 lines); the stop's wait for the chunks the senders hold, which a second signal or the grace's end cuts short (wait_for_senders(): 10 lines, issue 48)"),
+    "echo_threadpool.py": (206, "swaps both halves of its parent: a selector for select() (no FD_SETSIZE), and "
                                 "ThreadPoolExecutor callbacks for the sender threads and their queue; the callbacks' "
                                 "clients count towards Windows' 512 sockets (in_pool, 10 lines); send_or_time_out(), "
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
                                 "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
-                                "there (the stop's read and drop: 8 lines)"),
-    "echo_selectors.py": (322, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+                                "there (the stop's read and drop: 8 lines); a done callback wakes the loop (done_in_pool(), issue 48: the stop waits for the callbacks in the loop, where pool.shutdown() waited unwoken)"),
+    "echo_selectors.py": (340, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
                                "below the banner, the selectors loops' helpers (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
                                "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
-                               "about 40 lines); after_grace() goes"),
+                               "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines) until this family reads the handler's note the same way"),
     "echo_selectors_tls.py": (129, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
@@ -195,7 +197,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "28 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
                              "stop_accepting() go (23 lines below the banner), and release_stop_signals() with them (9 lines: a "
                              "worker's take_child_signals() unblocks its signals itself)"),
-    "echo_asyncio.py": (374, "the blocking calls become coroutines on one event loop, under the article's names "
+    "echo_asyncio.py": (386, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the wait for a chunk and the stop's drain helpers (wait_for_chunk(), half_close_then_drain(): 24 lines); the loop watches its own wake-up "
@@ -206,7 +208,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "send_echo()): 13 more in all, 3 past the 10 the issue allows (the helpers' docstrings "
                              "were cut to one or two lines each to come this close; echo_simple.py's cancel_grace "
                              "went into after_grace(): one fewer). Issue 47: a buffer borrowed for each chunk "
-                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more)"),
+                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more; issue 48: echo_simple.py's hold_stop_signals() went (its stop signals are noted from start_listening() on), while this file keeps it for its loop's close until the asyncio servers move to the noted stop"),
     "echo_thread.py": (106, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
                            "send() (the socket's timeout: only the main thread hears signals), so echo_simple.py's "
                            "wait_for_room() goes (12 lines); the threads' stop "
@@ -481,3 +483,145 @@ def test_every_budget_exception_is_still_needed():
         lines = len(lesson_lines(script))
         assert LESSON_BUDGET < lines <= budget, "{}: {} lines of lesson; drop or tighten its exception".format(
             script, lines)
+
+
+# Issue 48: a stop signal's handler only notes it; the loop that waits does the stop. What a handler may do:
+# assign, count (+=), append or add to a collection, or wake a loop (an Event's set(), a byte sent, the
+# loop's call_soon_threadsafe()); no other call, no raise, no exit. SIG_IGN and SIG_DFL are dispositions, not
+# handlers; a built-in handler (signal.default_int_handler raises KeyboardInterrupt) never notes.
+STOP_SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGBREAK", "STOP_SIGNALS")
+NOTING_CALLS = {"append", "add", "set", "send", "call_soon_threadsafe"}
+DISPOSITIONS = {"SIG_IGN", "SIG_DFL"}
+STOP_PROGRAMS = SERVERS + ["client.py"]
+
+
+def parents(tree):
+    """node -> its parent, for every node of tree."""
+    return {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+
+
+def for_stop_signals(text, node, up):
+    """True when signal.signal()'s first argument is a stop signal: named (signal.SIGTERM), or the variable of
+    a for loop over STOP_SIGNALS (or a tuple naming one)."""
+    if isinstance(node, ast.Attribute):
+        return node.attr in STOP_SIGNAL_NAMES
+    if isinstance(node, ast.Name):
+        scope = node
+        while scope in up:
+            scope = up[scope]
+            if (isinstance(scope, (ast.For, ast.comprehension)) and isinstance(scope.target, ast.Name)
+                    and scope.target.id == node.id):
+                return any(name in ast.get_source_segment(text, scope.iter) for name in STOP_SIGNAL_NAMES)
+    return False
+
+
+def handler_bodies(text, tree, up, handler, seen=()):
+    """The handler installed, as (name, node): a lambda, a function of the file (nested or not), a parameter
+    resolved to each argument its function is called with in the file, or a built-in (an attribute)."""
+    if isinstance(handler, ast.Lambda):
+        return [("lambda", handler)]
+    if isinstance(handler, ast.Attribute):
+        return [] if handler.attr in DISPOSITIONS else [(ast.get_source_segment(text, handler), None)]
+    if not isinstance(handler, ast.Name) or handler.id in seen:
+        return [(ast.get_source_segment(text, handler), None)]
+    scope = handler
+    while scope in up:
+        scope = up[scope]
+        if isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in scope.body:
+                if isinstance(node, ast.FunctionDef) and node.name == handler.id:
+                    return [(handler.id, node)]
+            params = [arg.arg for arg in scope.args.args]
+            if handler.id in params:  # take_stop_signals(handler): what each caller passes
+                index, found = params.index(handler.id), []
+                for call in ast.walk(tree):
+                    if isinstance(call, ast.Call) and getattr(call.func, "id", None) == scope.name:
+                        args = call.args[index:index + 1] + [kw.value for kw in call.keywords if kw.arg == handler.id]
+                        for arg in args:
+                            found += handler_bodies(text, tree, up, arg, seen + (handler.id,))
+                return found
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == handler.id:
+            return [(handler.id, node)]
+    return [(handler.id, None)]
+
+
+def only_notes(node):
+    """The reasons a handler's body does more than note a signal: [] when it only notes."""
+    def call_ok(call):
+        return (isinstance(call.func, ast.Attribute) and call.func.attr in NOTING_CALLS
+                and not [inner for arg in call.args + [kw.value for kw in call.keywords]
+                         for inner in ast.walk(arg) if isinstance(inner, ast.Call)])
+
+    def expression_ok(value):
+        return all(call_ok(inner) for inner in ast.walk(value) if isinstance(inner, ast.Call))
+
+    if isinstance(node, ast.Lambda):
+        return [] if expression_ok(node.body) else [ast.unparse(node.body)]
+    wrong = []
+    for statement in node.body:
+        if isinstance(statement, (ast.Pass, ast.Global, ast.Nonlocal)):
+            continue
+        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
+            continue  # the docstring
+        if isinstance(statement, (ast.Assign, ast.AugAssign, ast.AnnAssign, ast.Expr)) and expression_ok(statement.value):
+            continue
+        wrong.append(ast.unparse(statement).splitlines()[0])
+    return wrong
+
+
+def stop_signal_handlers(program):
+    """(line, handler's name, what it does beyond noting) for each handler a stop signal gets in program."""
+    text = (ROOT / program).read_text()
+    tree = ast.parse(text)
+    up, found = parents(tree), []
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and ast.get_source_segment(text, call.func) == "signal.signal"
+                and len(call.args) == 2 and for_stop_signals(text, call.args[0], up)):
+            for name, body in handler_bodies(text, tree, up, call.args[1]):
+                found.append((call.lineno, name, ["a built-in or unknown handler"] if body is None else only_notes(body)))
+    return found
+
+
+# client.py's side of issue 48 (StopDeferred, stop_signal()) is another branch's work; the blocking servers
+# still stop inside their handlers (stop_server(), stop_threads(), stop_child()) until they move to the note.
+STOP_HANDLERS_NOT_YET_NOTING = {
+    **{script: "its stop signal's handler still does the stop (the blocking family is not yet moved)" for script in
+       ("echo_simple.py", "echo_thread.py", "echo_fork.py", "echo_prefork.py", "echo_prethread.py")},
+}
+
+
+@pytest.mark.parametrize("program", [
+    pytest.param(program, marks=pytest.mark.xfail(reason=STOP_HANDLERS_NOT_YET_NOTING[program], strict=True))
+    if program in STOP_HANDLERS_NOT_YET_NOTING else program for program in STOP_PROGRAMS])
+def test_a_stop_signal_handler_only_notes_it(program):
+    """Issue 48: every function signal.signal() installs for SIGINT, SIGTERM or SIGBREAK (named, lambda or
+    built-in) only notes the signal; the loop that waits does the stop."""
+    handlers = stop_signal_handlers(program)
+    assert handlers, "no stop signal handler found: the search missed them"
+    wrong = [(line, name, reasons) for line, name, reasons in handlers if reasons]
+    assert not wrong, wrong
+
+
+def test_the_stop_handler_search_finds_what_does_more_than_note(tmp_path, monkeypatch):
+    """The search itself: a raising built-in, a handler passed through a parameter, and a nested one that
+    calls a function are all found; a noting lambda and SIG_IGN are not."""
+    (tmp_path / "echo_x.py").write_text(
+        "import signal, os\n"
+        "STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)\n"
+        "notes = []\n"
+        "def stop(signum, frame):\n    global flag\n    flag = True\n    os._exit(1)\n"
+        "def take(handler):\n    for signum in STOP_SIGNALS:\n        signal.signal(signum, handler)\n"
+        "def main():\n"
+        "    def inner(signum, frame):\n        notes.append(signum)\n        raise KeyboardInterrupt\n"
+        "    take(stop)\n"
+        "    signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+        "    signal.signal(signal.SIGTERM, inner)\n"
+        "    signal.signal(signal.SIGINT, signal.SIG_IGN)\n"
+        "    signal.signal(signal.SIGCHLD, lambda signum, frame: os.waitpid(-1, 0))\n"
+        "    for signum in STOP_SIGNALS:\n        signal.signal(signum, lambda signum, frame: notes.append(signum))\n")
+    monkeypatch.setattr(__import__(__name__), "ROOT", tmp_path)
+    found = {name: reasons for _, name, reasons in stop_signal_handlers("echo_x.py")}
+    assert set(found) == {"stop", "signal.default_int_handler", "inner", "lambda"}
+    assert found["stop"] == ["os._exit(1)"] and found["inner"] == ["raise KeyboardInterrupt"]
+    assert found["lambda"] == [] and found["signal.default_int_handler"]

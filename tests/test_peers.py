@@ -2,6 +2,7 @@
 """Real peers: clients that idle, trickle, stop reading or vanish cannot hold a server; TCP
 keepalive is on; and a stop loses no echo (every server)."""
 import os
+import random
 import re
 import shutil
 import signal
@@ -14,7 +15,7 @@ import time
 import pytest
 
 from helpers import (CERT, HANDLED_IN_ANOTHER_THREAD, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, exchange, group_fds,
-                     group_gone, needs_proc, read_to_eof, roundtrip, settled_fds, wait_until)
+                     group_gone, needs_proc, read_to_eof, roundtrip, settled_fds, stop_under_load, wait_until)
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -432,3 +433,22 @@ def test_keepalive_frees_a_vanished_peer_without_a_deadline(two_hosts, start_ser
     baseline = settled_fds(server.pid)
     vanish(server, client_ns, client_if)
     assert wait_until(lambda: group_fds(server.pid) <= baseline, timeout=8), "keepalive did not free it"
+
+
+# Issue 48's stress of the design, not of an instant: stops at random instants under load (20 clients
+# mid-echo, the signal 0-50 ms after they start, a second signal in a fifth of the stops), every promise
+# checked each time (bench/common.py's stop_under_load()). bench/stop_cycles.py runs thousands.
+STRESS_STOPS = 20
+
+
+@every_server
+def test_stops_at_random_instants_under_load_keep_every_promise(script, tmp_path):
+    seed = random.randrange(1 << 32)
+    rng, failures = random.Random(seed), []
+    for i in range(STRESS_STOPS):
+        folder = tmp_path / str(i)
+        folder.mkdir()
+        what = stop_under_load(script, folder, rng, second=i % 5 == 4)
+        if what:
+            failures.append((i, what))
+    assert not failures, "seed {}: {}".format(seed, failures)
