@@ -21,6 +21,7 @@ import argparse
 import array
 import bisect
 import collections
+import contextlib
 import dataclasses
 import errno
 import importlib.util
@@ -2497,13 +2498,19 @@ def check_tls(sock, args):
     """One handshake before the load: a server that cannot be verified is one line, not a run of errors."""
     where = "{}:{}".format(args.host, args.port)
     try:
-        tls_context(args.cafile).wrap_socket(sock, server_hostname=args.host).close()
+        tls = tls_context(args.cafile).wrap_socket(sock, server_hostname=args.host)
     except ssl.SSLCertVerificationError as e:
         die("TLS: cannot verify {}: {} ({})".format(where, e.verify_message, "against --cafile " + args.cafile
                                                      if args.cafile else "against the system's store; give its CA "
                                                      "with --cafile"))
     except OSError as e:  # ssl.SSLError is one
         die("TLS: no handshake with {}: {}".format(where, e.strerror or e.reason or e))
+    # Half-closed, then read to the server's EOF (within the socket's timeout): a close with the server's session
+    # tickets unread would reset the connection, and the server would log the probe as an error.
+    with tls, contextlib.suppress(OSError):
+        tls.shutdown(socket.SHUT_WR)
+        while tls.recv(4096):
+            pass
 
 
 def speaks_tls(host, port, timeout):
