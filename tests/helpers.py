@@ -5,6 +5,7 @@ a command, the echo processes of this test run."""
 import functools
 import json
 import os
+import selectors
 import signal
 import socket
 import subprocess
@@ -229,3 +230,27 @@ def held_record():
     record["runs"][-1]["results"]["tables"].insert(0, {"scenario": "held-10k", "workload": {}, "server_work": 0,
                                                        "rows": [again]})
     return record
+
+
+def queue_capacity(backlog):
+    """How many connections this kernel completes for a listener of that backlog that accepts none."""
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(backlog)
+        probes = [socket.socket() for _ in range(backlog + 8)]
+        try:
+            for probe in probes:
+                probe.setblocking(False)
+                probe.connect_ex(listener.getsockname())
+            # Loopback handshakes take microseconds and a dropped SYN waits 1 s: the count settles at once.
+            return steady(lambda: len(selectors_writable(probes)), interval=0.02)
+        finally:
+            for probe in probes:
+                probe.close()
+
+
+def selectors_writable(socks):
+    with selectors.DefaultSelector() as selector:
+        for sock in socks:
+            selector.register(sock, selectors.EVENT_WRITE)
+        return [key.fileobj for key, _ in selector.select(0)]

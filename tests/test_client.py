@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from helpers import (CERT, KEY, PYTHON, ROOT, RUN, SERVERS, TIMEOUT, UNIX_ONLY, WINE, children_of, client, client_json,
-                     echo_processes, group_gone, kill_group, python_with_client, started_and_stopped, steady,
-                     unix_interpreter, wait_until)
+                     echo_processes, group_gone, kill_group, python_with_client, queue_capacity, started_and_stopped,
+                     steady, unix_interpreter, wait_until)
 
 import draw  # bench/draw.py (helpers put bench/ on the path): the Markdown of --all's records
 
@@ -287,30 +287,6 @@ def test_no_syn_retry_against_a_server_whose_queue_cannot_fill(counting_server):
                              "--hold", "--procs", "1")
     assert figures["errors"] == 0 and figures["syn_retries"] == 0 and figures["connect_max_ms"] < 950
     assert 0 < figures["connect_p50_ms"] <= figures["connect_p99_ms"] <= figures["connect_max_ms"]
-
-
-def queue_capacity(backlog):
-    """How many connections this kernel completes for a listener of that backlog that accepts none."""
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(backlog)
-        probes = [socket.socket() for _ in range(backlog + 8)]
-        try:
-            for probe in probes:
-                probe.setblocking(False)
-                probe.connect_ex(listener.getsockname())
-            # Loopback handshakes take microseconds and a dropped SYN waits 1 s: the count settles at once.
-            return steady(lambda: len(selectors_writable(probes)), interval=0.02)
-        finally:
-            for probe in probes:
-                probe.close()
-
-
-def selectors_writable(socks):
-    with selectors.DefaultSelector() as selector:
-        for sock in socks:
-            selector.register(sock, selectors.EVENT_WRITE)
-        return [key.fileobj for key, _ in selector.select(0)]
 
 
 @pytest.mark.slow

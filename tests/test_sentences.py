@@ -4,13 +4,12 @@ article: each read from there, so that the sentence fails here when its source c
 started (one listening socket of this process's own, for the kernel's listen queue)."""
 import json
 import re
-import select
-import socket
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from helpers import queue_capacity
 
 ROOT = Path(__file__).resolve().parent.parent
 ARTICLE = next((ROOT.parent / "shared" / "article").glob("*.txt"), None) if (
@@ -51,25 +50,8 @@ def test_linux_queues_one_client_more_than_the_backlog():
     backlog = constant("echo_simple.py", "BACKLOG")
     assert "BACKLOG = {}  # the article's backlog: Linux queues {} clients while one is served".format(
         backlog, WORDS[backlog + 1]) in (ROOT / "echo_simple.py").read_text()
-    with socket.socket() as listener:
-        listener.bind(("127.0.0.1", 0))
-        listener.listen(backlog)
-        clients = [socket.socket() for _ in range(backlog + 3)]
-        try:
-            for c in clients:
-                c.setblocking(False)
-                c.connect_ex(listener.getsockname())
-            deadline = time.monotonic() + 2.0
-            connected = set()
-            while time.monotonic() < deadline:  # a connect the queue took is writable at once; the others wait
-                _, writable, _ = select.select([], [c for c in clients if c not in connected], [], 0.2)
-                connected |= {c for c in writable if not c.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)}
-                if len(connected) > backlog + 1 or not writable:
-                    break
-            assert len(connected) == backlog + 1
-        finally:
-            for c in clients:
-                c.close()
+    assert queue_capacity(backlog) == backlog + 1
+
 
 
 def test_select_refuses_descriptor_fd_setsize_itself_and_the_sentences_say_so():
