@@ -583,8 +583,8 @@ def stop_signal_handlers(program):
     return found
 
 
-# client.py's side of issue 48 (StopDeferred, stop_signal()) is another branch's work; the blocking servers
-# still stop inside their handlers (stop_server(), stop_threads(), stop_child()) until they move to the note.
+# The blocking servers still stop inside their handlers (stop_server(), stop_threads(), stop_child()) until they
+# move to the note (issue 48): strict, so that the one moved next must leave this list.
 STOP_HANDLERS_NOT_YET_NOTING = {
     **{script: "its stop signal's handler still does the stop (the blocking family is not yet moved)" for script in
        ("echo_simple.py", "echo_thread.py", "echo_fork.py", "echo_prefork.py", "echo_prethread.py")},
