@@ -81,6 +81,7 @@ IN_PROGRESS = (0, errno.EINPROGRESS, errno.EWOULDBLOCK, getattr(errno, "WSAEWOUL
 # The client's own limits, with Windows' codes for them beside the others.
 NO_PORT = {errno.EADDRNOTAVAIL, getattr(errno, "WSAEADDRNOTAVAIL", errno.EADDRNOTAVAIL)}
 NO_DESCRIPTOR = {errno.EMFILE, errno.ENFILE, getattr(errno, "WSAEMFILE", errno.EMFILE)}
+SPARE_DESCRIPTORS = 64  # a process's descriptors beside its connections (the interpreter's, pipes, a listener)
 SELECT_MOST = 512  # sockets one select() takes on Windows (FD_SETSIZE), where there is neither epoll nor poll
 TLS_RECORD = 16384  # the most plaintext one TLS record carries
 # The kernel's caches of a TCP socket, as /proc/slabinfo names them (held connections: what the kernel keeps).
@@ -883,8 +884,8 @@ def fit_descriptors(clients, procs, grow=False):
         except (ValueError, OSError):
             pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
-    procs = max(procs, -(-clients // max(1, soft - 64))) if grow else procs
-    need = -(-clients // procs) + 64
+    procs = max(procs, -(-clients // max(1, soft - SPARE_DESCRIPTORS))) if grow else procs
+    need = -(-clients // procs) + SPARE_DESCRIPTORS
     if clients and soft < need:
         die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
             clients, procs, need, soft))
@@ -903,9 +904,10 @@ def too_few_descriptors(pid, clients, pool=True):
     except (OSError, StopIteration):
         return None
     where = "one process" if workers == 1 else "{} worker processes (or start it with more --workers)".format(workers)
-    return None if soft == "unlimited" or -(-clients // workers) + 64 <= int(soft) else "{:,} connections do not fit " \
-        "in {}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: root raises it in limits.conf " \
-        "or systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
+    if soft == "unlimited" or -(-clients // workers) + SPARE_DESCRIPTORS <= int(soft):
+        return None
+    return "{:,} connections do not fit in {}: its descriptors are limited to {:,} (ulimit -n; the hard limit is {}: " \
+        "root raises it in limits.conf or systemd's LimitNOFILE)".format(clients, where, int(soft), hard)
 
 
 STOPS = []  # the stop signals that came: the waits below see them (wait())
@@ -1959,10 +1961,11 @@ def pool_workers(script):
 def workers_for(script, extra, clients):
     """("--workers", N) for a pool of worker processes whose default share of clients would not fit under the
     descriptor limit, with room for SO_REUSEPORT's uneven hash (a quarter more); else ()."""
-    if resource is None or pool_workers(script) is None or "--workers" in " ".join(extra):
+    default = pool_workers(script) if resource is not None and "--workers" not in " ".join(extra) else None
+    if default is None:
         return ()
-    need = math.ceil(1.25 * clients / max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - 64))
-    return ("--workers", str(need)) if need > pool_workers(script) else ()
+    need = math.ceil(1.25 * clients / max(1, resource.getrlimit(resource.RLIMIT_NOFILE)[0] - SPARE_DESCRIPTORS))
+    return ("--workers", str(need)) if need > default else ()
 
 
 def skip_runs(plan, done, server, label, why):
@@ -2051,8 +2054,9 @@ def report(r, w, procs, cpu_not_measured=None):
     """The single-server report: the workload, the record's figures line by line (the server's line says why
     where its CPU is not there), then what they mean."""
     print("{:<10} {} ({} client processes)".format("workload", describe(w), procs))
-    lines = text_lines(r, scant(r) and {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, "
-                                        "under {:g} ms)".format(ms_text(1000 * r.server_cpu_s), 1000 * scant(r))} or {})
+    need = scant(r)
+    lines = text_lines(r, need and {"msgs_per_server_cpu_s": "(too little work to mean much: {} ms of server CPU, "
+                                    "under {:g} ms)".format(ms_text(1000 * r.server_cpu_s), 1000 * need)} or {})
     if cpu_not_measured:  # where the server's line would be: before the client's
         lines.insert([line.split()[0] for line in lines].index("client"), "{:<10} CPU not measured: {}".format(
             "server", cpu_not_measured))
@@ -2579,6 +2583,7 @@ def main(argv=None):
         # Python's exit puts a handled signal's default back, and SIGTERM's ends the process: ignored from here.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -41,7 +41,6 @@ FEWER, HELD, MOST = 1000, 10000, 100000  # the sizes: c1k's, held-10k's and c100
 PRESET = {HELD: "held-10k", MOST: "c100k"}  # the other sizes are a load shape (held_command())
 SHARE = 0.75  # the most of its descriptor limit one worker (or one client.py process) is asked to hold at c100k
 SPARE = 1000  # descriptors a single process keeps spare at the most it is held below its limit
-PER_CLIENT = 64  # what client.py's fit_descriptors() adds to each process's share of the connections
 WAIT = 3600  # seconds one client.py run may take, whatever its servers do
 
 
@@ -89,7 +88,8 @@ def held_command(n, servers, procs=None):
 
 def hold(n, servers, limit, runs):
     """Run held_command() for n on servers; keep it in runs; return its rows."""
-    need = -(-n // client.usable_cpu_count()) + PER_CLIENT
+    # Each client.py process's share of the connections, and the descriptors fit_descriptors() adds to it.
+    need = -(-n // client.usable_cpu_count()) + client.SPARE_DESCRIPTORS
     command = held_command(n, servers, parts_for(n, limit) if limit and need > limit else None)
     print("held.py: holding {:,} on {}: python3 {}".format(n, ", ".join(servers), shlex.join(command)), file=sys.stderr,
           flush=True)
