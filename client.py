@@ -2232,7 +2232,7 @@ def machine():
 # All that bench/draw.py and bench/regenerate.py use of client.py, each in CLIENT.md (tests/test_regenerate.py checks).
 API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_heading", "sweep_markdown",
        "ranked_knees", "rates_text", "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY",
-       "machine")
+       "machine", "meets")
 
 
 # ---------------------------------------------------------------- command line

@@ -52,7 +52,7 @@ def accept_loop(server_sock, workers):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # a byte for each Ctrl-C, SIGTERM, or worker that ended
-    release_stop_signals()  # start_listening() held them until now
+    release_stop_signals()  # those start_listening()'s handler noted until now come now
     while True:
         while len(channels) < workers and start_worker(server_sock):
             pass
@@ -321,7 +321,7 @@ def half_close_flushed(client):
 
 
 def wake_on_stop_signals(selector):
-    """The signal pipe, watched by the selector; the stop signals held until now come to it."""
+    """The signal pipe, watched by the selector; the stop signals noted until now come to it."""
     signals = signal_pipe()
     selector.register(signals, selectors.EVENT_READ)
     release_stop_signals()

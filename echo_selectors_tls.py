@@ -297,7 +297,7 @@ def selector_has_room(selector, sock):
 
 
 def wake_on_stop_signals(selector):
-    """The signal pipe, watched by the selector; the stop signals held until now come to it."""
+    """The signal pipe, watched by the selector; the stop signals noted until now come to it."""
     signals = signal_pipe()
     selector.register(signals, selectors.EVENT_READ)
     release_stop_signals()

@@ -97,7 +97,7 @@ def take_stop_signals(handler):
     wakeup_pipe()
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
-    release_stop_signals()  # start_listening() held them until now
+    release_stop_signals()  # those start_listening()'s handler noted until now come now
 
 
 def wait_for_client(server_sock):

@@ -259,7 +259,7 @@ def stop_noted():
 def within_grace(timeout):
     """A wait's timeout (seconds; None: no limit), cut to what is left of the grace once stopping. Once
     it is over, the server ends here, exit status 0: what is left is dropped, the kernel closes it."""
-    left = grace_end - time.monotonic()
+    left = grace_end - time.monotonic() if stopping else math.inf  # no clock read while serving
     if left <= 0:
         os._exit(0)
     return min(math.inf if timeout is None else timeout, left) if stopping else timeout

@@ -341,9 +341,8 @@ def missed_below_knee(sweep):
     rule = sweep.get("knee_rule")
     if not rule or not sweep["knee"]:
         return []
-    return [step.offered_rate for step in sweep["steps"] if step.offered_rate < sweep["knee"] and not (
-        step.kept_schedule and step.connections and step.errors <= rule["max_errors"] and step.p99_ms is not None
-        and step.p99_ms <= rule["max_p99_ms"] and step.reply_rate >= rule["min_reply_ratio"] * step.offered_rate)]
+    return [step.offered_rate for step in sweep["steps"] if step.offered_rate < sweep["knee"]
+            and not client.meets(step, rule)]
 
 
 def knee_rule_text_short():

@@ -953,8 +953,9 @@ def render(to):
     if article:
         (to / "results.svg").write_text(draw.chart(list(article.values()), [], measured_on("article", meta),
                                                    [spread_note()]))
-    if load("held"):
-        (to / "held.svg").write_text(draw.held_svg(load("held")))
+    held_record = load("held")
+    if held_record:
+        (to / "held.svg").write_text(draw.held_svg(held_record))
     timelines.draw_pictures(to)  # timelines.svg and stall.svg, from bench/timelines.py's traces where they are kept
 
 
