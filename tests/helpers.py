@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))  # the
 from common import (CERT, KEY, PIPED, PROCESS_SERVERS, PYTHON, ROOT, SERVERS, TIMEOUT, TLS_SERVERS,  # noqa: E402, F401
                     Server, children_of, exchange, group_gone, group_pids, kill_group, needs_proc, proc_stats,
                     read_to_eof, recv_exactly, reset, send_while_reading, skip_where_unavailable, steady, tls_args,
-                    tls_wrap, wait_for_workers, wait_until, stop_under_load)
+                    tls_wrap, wait_for_workers, wait_until, pending, stop_under_load)
 
 POOL_SERVERS = PROCESS_SERVERS - {"echo_fork.py"}  # a parent and a pool of worker processes
 SELECT_SERVERS = {"echo_select.py", "echo_select_pool.py"}

@@ -576,7 +576,8 @@ def stop_signal_handlers(program):
     tree = ast.parse(text)
     up, found = parents(tree), []
     for call in ast.walk(tree):
-        if (isinstance(call, ast.Call) and ast.get_source_segment(text, call.func) == "signal.signal"
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "signal"
+                and ast.get_source_segment(text, call.func) == "signal.signal"
                 and len(call.args) == 2 and for_stop_signals(text, call.args[0], up)):
             for name, body in handler_bodies(text, tree, up, call.args[1]):
                 found.append((call.lineno, name, ["a built-in or unknown handler"] if body is None else only_notes(body)))

@@ -15,7 +15,8 @@ import time
 import pytest
 
 from helpers import (CERT, HANDLED_IN_ANOTHER_THREAD, PROCESS_SERVERS, ROOT, SERVERS, TIMEOUT, exchange, group_fds,
-                     group_gone, needs_proc, read_to_eof, roundtrip, settled_fds, stop_under_load, wait_until)
+                     group_gone, needs_proc, read_to_eof, roundtrip, settled_fds, pending, stop_under_load,
+                     wait_until)
 
 pytestmark = pytest.mark.slow  # every test here starts a server and loads it
 
@@ -86,10 +87,11 @@ def test_idle_clients_are_closed_and_a_new_client_is_served(script, start_server
 @pytest.mark.windows
 @every_server
 def test_a_slow_client_is_never_cut(script, start_server):
-    """A byte every 0.45 s, and a reader that drains its echo a megabyte every 0.45 s: both alive."""
+    """A byte every 0.45 s (1.8 s in all, past the 1 s timeout), and a reader that drains its echo a megabyte
+    every 0.45 s: both alive."""
     server = start_server(script, "-q", "--timeout", "1")
     with server.connect() as sock:
-        for byte in b"trickle":
+        for byte in b"slow":
             sock.sendall(bytes([byte]))
             assert sock.recv(1) == bytes([byte])
             time.sleep(0.45)
@@ -206,19 +208,12 @@ def test_the_grace_ends_a_stop_whose_signal_does_not_interrupt_a_send(script, st
     assert status == 0, "exit status {} after {:.1f} s: {}".format(status, took, server.stderr())
     assert "Traceback" not in server.stderr()
 
-def pending(pid, signum):
-    """True while signum waits to be delivered to the process (or taken by its sigwait())."""
-    needs_proc("/proc/PID/status")
-    with open("/proc/{}/status".format(pid)) as f:
-        masks = [int(line.split()[1], 16) for line in f if line.startswith(("SigPnd:", "ShdPnd:"))]
-    return any(mask >> (signum - 1) & 1 for mask in masks)
-
-
 def stopped_mid_echo(server, *signums):
     """Send the signals to a server whose client has stalled (so that its grace would last), each once the one
     before was taken; return its exit status, within 5 s. It says no traceback and leaves no process."""
     with server.connect() as sock:
         push_until_stalled(sock, stall=0.3)
+        needs_proc("/proc/PID/status")
         for before, signum in zip((None, *signums), signums):
             assert not before or wait_until(lambda: not pending(server.pid, before)), "a signal was never taken"
             os.kill(server.pid, signum)

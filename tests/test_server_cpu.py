@@ -185,7 +185,7 @@ def test_a_pool_is_seen_running_not_read_from_the_source(tmp_path):
 @pytest.mark.slow
 def test_work_values_five_percent_apart_are_told_apart(start_server):
     """The same server at two --work values whose CPU a message differs by about 5 %: CPU per message, from
-    the finer counter, orders them the same way in each of 5 rounds. A round is 5 interleaved runs of each
+    the finer counter, orders them the same way in at least 4 of 5 rounds, and their median is about 5 % apart. A round is 5 interleaved runs of each
     (the order alternating), each run 10 stretches of 40 messages taken in turn from both servers, so that
     what the shared machine does meanwhile falls on both alike; both servers are pinned to one core, as a
     core that another load shares runs slower. A run is about 0.1 s of the server's CPU: 10 ms ticks
@@ -208,7 +208,9 @@ def test_work_values_five_percent_apart_are_told_apart(start_server):
                         assert used.resolution == 1e-9
                         spent[i] += used.seconds
             ratios.append(spent[1] / spent[0])
-        assert all(r > 1 for r in ratios), ratios  # 5 rounds out of 5
+        # 4 rounds out of 5, and the median: a round is 0.1 s of CPU, which a burst of the shared machine's other
+        # work (on the server's core) can still tip over once (0.975 once in a whole-suite run with other loads).
+        assert sum(r > 1 for r in ratios) >= 4, ratios
         assert 1.02 < sorted(ratios)[2] < 1.12, ratios  # about 5 % apart
     finally:
         for sock in socks:
