@@ -33,6 +33,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
+import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
@@ -102,8 +103,8 @@ PARTS = {
     "soak": ("json", "memory over 100,000 connections (about 7 min)",
              [[sys.executable, "bench/soak.py", s, "--warmup", "3000", "--connections", "100000", "--step",
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
-    "stops": ("md", "stops under load, 100 cycles of each server (about eight minutes)",
-              [[sys.executable, "bench/stop_cycles.py", "--cycles", "100"]]),
+    "stops": ("json", "stops under load, 100 cycles of each server (about eight minutes)",
+              [[sys.executable, "bench/stop_cycles.py", "--cycles", "100", "--json"]]),
     "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
@@ -380,7 +381,8 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table(),
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
-    for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
+    v["stops"] = stop_cycles.text(load("stops")) if load("stops") else "(not measured)"
+    for name in ("idle", "stopped", "tls", "pythons"):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
                          flags=re.M).strip()  # no path of the machine that measured
     return v

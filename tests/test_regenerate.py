@@ -186,14 +186,32 @@ def test_each_run_set_apart_from_the_16core_table_names_the_n1_figure_it_is_comp
         assert ((shape, name) in shown) != ("a row the table does not show" in clause), clause
 
 
+def kept(tmp_path, monkeypatch, **records):
+    """regenerate.py reading its records from tmp_path, where each record is kept as its part's NAME.json."""
+    import regenerate
+    for name, record in records.items():
+        (tmp_path / (name + ".json")).write_text(json.dumps(record))
+    monkeypatch.setattr(regenerate, "RESULTS", tmp_path)
+    return regenerate
+
+
+def test_the_stops_are_said_from_their_record(tmp_path, monkeypatch):
+    """bench/stop_cycles.py's record: each server's failed cycles and seconds, said three servers a line, then
+    each failed cycle."""
+    record = {"python": "3.12.1", "cycles": 5, "seed": 7,
+              "servers": [{"server": "echo_{}.py".format(i), "failures": [], "seconds": 1.4} for i in range(4)]}
+    record["servers"][3]["failures"] = [[2, "no EOF"]]
+    assert kept(tmp_path, monkeypatch, stops=record).run_values({"parts": {}})["stops"] == "\n".join([
+        "Python 3.12.1, 5 cycles each, seed 7",
+        "echo_0.py 0/5 failed (1 s); echo_1.py 0/5 failed (1 s); echo_2.py 0/5 failed (1 s)",
+        "echo_3.py 1/5 failed (1 s)", "echo_3.py, cycle 2: no EOF"])
+
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
     """regenerate.py reading its records from tmp_path, where record is kept as held.json."""
-    import regenerate
-    (tmp_path / "held.json").write_text(json.dumps(record))
-    monkeypatch.setattr(regenerate, "RESULTS", tmp_path)
-    return regenerate
+    return kept(tmp_path, monkeypatch, held=record)
 
 
 def test_the_held_table_has_every_server_at_the_most_it_held_the_cheapest_first(tmp_path, monkeypatch):
