@@ -33,6 +33,7 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
+import idle_clients  # bench/idle_clients.py: its record as its table (markdown())
 import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
@@ -98,8 +99,8 @@ PARTS = {
                [CLIENT + ["--servers", SHARED, "--server-args", "--workers 2", "--scenario", "wrk,pingpong"]]),
     "stopped": ("md", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
                 [[sys.executable, "bench/stopped_worker.py", "--workers", str(n)] for n in (2, 4)]),
-    "idle": ("md", "idle and trickling clients (about 2 min)",
-             [[sys.executable, "bench/idle_clients.py", "--timeout", "5", *PLAIN]]),
+    "idle": ("json", "idle and trickling clients (about 2 min)",
+             [[sys.executable, "bench/idle_clients.py", "--timeout", "5", "--json", *PLAIN]]),
     "soak": ("json", "memory over 100,000 connections (about 7 min)",
              [[sys.executable, "bench/soak.py", s, "--warmup", "3000", "--connections", "100000", "--step",
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
@@ -260,7 +261,8 @@ def summary():
     c10k = tables("c10k").get("c10k")
     knees = {s["server"]: s for s in sweep_list}
     soak = {r["server"]: r for r in load("soak") or []}
-    idle = cells((bench_tables(load("idle")) or [[]])[0])
+    idle = load("idle") or {"servers": []}
+    denied = {s["server"]: idle_clients.denied(idle, s) for s in idle["servers"]}
     lines = ["| server | msgs per server CPU-s, article-100 | p99 ms, 1,000 clients (article-1000) | c10k "
              "| open-loop knee, connections/s | memory growth over 100,000 connections | idle clients that deny "
              "service |", "|---|---:|---:|---|---:|---:|---|"]
@@ -281,7 +283,7 @@ def summary():
             failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
                 c.connect_phase_s, draw.figure_text("p99_ms", c.p99_ms)),
             "-" if s is None else knee(s), growth,
-            (idle.get(base) or ["-"])[0] if base == server else "-"))
+            denied.get(base, "-") if base == server else "-"))
     return "\n".join(lines)
 
 
@@ -381,8 +383,9 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table(),
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
-    v["stops"] = stop_cycles.text(load("stops")) if load("stops") else "(not measured)"
-    for name in ("idle", "stopped", "tls", "pythons"):  # as printed, a blank line after each table
+    for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown)):
+        v[name] = said(load(name)) if load(name) else "(not measured)"
+    for name in ("stopped", "tls", "pythons"):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
                          flags=re.M).strip()  # no path of the machine that measured
     return v

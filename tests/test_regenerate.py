@@ -207,6 +207,25 @@ def test_the_stops_are_said_from_their_record(tmp_path, monkeypatch):
         "echo_3.py 1/5 failed (1 s)", "echo_3.py, cycle 2: no EOF"])
 
 
+
+def test_the_idle_table_is_drawn_from_its_record(tmp_path, monkeypatch):
+    """bench/idle_clients.py's record: each server's idle clients that denied service, the seconds until service came
+    back, and the same for trickling clients (None: not by --most, or not back), and an earlier commit's with
+    --before."""
+    record = {"timeout": 5.0, "most": 100, "before": None, "servers": [
+        {"server": "echo_epoll.py", "denied": None, "back_s": None, "trickle_denied": None, "trickle_back_s": None},
+        {"server": "echo_prefork.py", "denied": 10, "back_s": 4.83, "trickle_denied": 10, "trickle_back_s": None},
+        {"server": "echo_simple.py", "denied": 1, "back_s": None, "trickle_denied": 1, "trickle_back_s": 14.96}]}
+    table = kept(tmp_path, monkeypatch, idle=record).run_values({"parts": {}})["idle"].splitlines()
+    assert table[0].startswith("| server | with --timeout 5: idle clients") and "a byte every 2.5 s" in table[0]
+    assert table[2:] == ["| echo_epoll.py | not by 100 | - | not by 100 |",
+                         "| echo_prefork.py | 10 | 4.8 s | 10 deny it, held while they trickle |",
+                         "| echo_simple.py | 1 | not in 20 s | 1 deny it (service back after 15.0 s) |"]
+    import idle_clients
+    record.update(before="abc123", servers=[dict(record["servers"][1], before={"denied": 1, "back_s": None})])
+    assert idle_clients.markdown(record).splitlines()[2] == \
+        "| echo_prefork.py | 1 | not in 20 s | 10 | 4.8 s | 10 deny it, held while they trickle |"
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
