@@ -35,6 +35,7 @@ from pathlib import Path
 import draw
 import idle_clients  # bench/idle_clients.py: its record as its table (markdown())
 import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
+import stopped_worker  # bench/stopped_worker.py: its records as its tables (markdown())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
 from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
@@ -97,8 +98,8 @@ PARTS = {
                  [CLIENT + ["--scenario", "pingpong,pingpong-sweep"]]),
     "shared": ("json", "shared socket or SO_REUSEPORT, 2 workers (about 2 min)",
                [CLIENT + ["--servers", SHARED, "--server-args", "--workers 2", "--scenario", "wrk,pingpong"]]),
-    "stopped": ("md", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
-                [[sys.executable, "bench/stopped_worker.py", "--workers", str(n)] for n in (2, 4)]),
+    "stopped": ("json", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
+                [[sys.executable, "bench/stopped_worker.py", "--workers", str(n), "--json"] for n in (2, 4)]),
     "idle": ("json", "idle and trickling clients (about 2 min)",
              [[sys.executable, "bench/idle_clients.py", "--timeout", "5", "--json", *PLAIN]]),
     "soak": ("json", "memory over 100,000 connections (about 7 min)",
@@ -383,9 +384,10 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table(),
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
-    for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown)):
+    for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown),
+                       ("stopped", lambda records: "\n\n".join(map(stopped_worker.markdown, records)))):
         v[name] = said(load(name)) if load(name) else "(not measured)"
-    for name in ("stopped", "tls", "pythons"):  # as printed, a blank line after each table
+    for name in ("tls", "pythons"):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
                          flags=re.M).strip()  # no path of the machine that measured
     return v
@@ -620,9 +622,11 @@ def shared_values():
         "wakes takes all that is queued, so its spread follows who wakes" if busiest < UNEVEN else \
         "with EPOLLEXCLUSIVE the worker that wakes takes all that is queued"
     waited = {}
-    for table in bench_tables(load("stopped")):  # one table per --workers
-        for server, cells_ in cells(table).items():
-            waited.setdefault(server.split()[0], []).append(cells_[5])
+    for record in load("stopped") or []:  # one record per --workers
+        for run in record["runs"]:
+            figures = run["figures"]
+            waited.setdefault(run["server"].split()[0], []).append(
+                "failed" if "failed" in figures else "{:,}".format(figures["responses_100ms_or_more"]))
     v["stopped_reuseport"] = listing(waited.get("echo_reuseport.py", ["-"]))
     v["stopped_shared"] = listing(sorted(set(c for server, cs in waited.items() if server == "echo_shared_socket.py"
                                              for c in cs)))

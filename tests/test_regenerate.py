@@ -226,6 +226,32 @@ def test_the_idle_table_is_drawn_from_its_record(tmp_path, monkeypatch):
     assert idle_clients.markdown(record).splitlines()[2] == \
         "| echo_prefork.py | 1 | not in 20 s | 10 | 4.8 s | 10 deny it, held while they trickle |"
 
+
+def test_the_stopped_worker_tables_and_sentences_read_its_records(tmp_path, monkeypatch):
+    """bench/stopped_worker.py's records (one per --workers: each run's client.py --json figures): its tables, and
+    the sentences that say how many responses waited 100 ms or more, read by field."""
+    def run(server, waited, **more):
+        return {"server": server, "figures": more or dict(
+            connections=8000, scheduled=8000, errors=0, p50_ms=0.71, p99_ms=1.2, max_ms=1038.4,
+            responses_100ms_or_more=waited, responses_1s_or_more=waited // 2)}
+    records = [{"workers": n, "rate": 2000, "duration_s": 4.0, "stop_at_s": 1.0, "stop_s": 1.0, "runs": [
+        run("echo_shared_socket.py --workers {} --accept all".format(n), 0),
+        run("echo_reuseport.py --workers {}".format(n), 985 if n == 2 else 504),
+        run("echo_prefork.py --workers {}".format(n), 2002 if n == 2 else 0),
+        run("echo_selectors_process.py --workers {}".format(n), 278, failed="no port")]} for n in (2, 4)]
+    regenerate = kept(tmp_path, monkeypatch, stopped=records)
+    v = regenerate.shared_values()
+    assert v["stopped_reuseport"] == "985 and 504" and v["stopped_shared"] == "0"
+    assert v["stopped_process"] == "failed and failed"
+    assert v["prefork_stall"].endswith("stops them all: 2,002 and 0, as the stopped worker held it or not")
+    said = regenerate.run_values({"parts": {}})["stopped"].split("\n\n")
+    assert said[0] == "2 workers, 2,000 connections/s for 4 s (one exchange each); worker 1 stopped (SIGSTOP) 1 s " \
+                      "in, for 1 s." and said[2].startswith("4 workers")
+    assert said[1].splitlines()[3:] == ["| echo_reuseport.py --workers 2 | 8,000 of 8,000 | 0 | 0.7 | 1 | 1038 | 985 "
+                                        "| 492 |", "| echo_prefork.py --workers 2 | 8,000 of 8,000 | 0 | 0.7 | 1 | "
+                                        "1038 | 2,002 | 1,001 |", "| echo_selectors_process.py --workers 2 | failed: "
+                                        "no port | | | | | | |"]
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
