@@ -34,6 +34,7 @@ from pathlib import Path
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
 import idle_clients  # bench/idle_clients.py: its record as its table (markdown())
+import python_versions  # bench/python_versions.py: its record as its table (markdown())
 import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
 import stopped_worker  # bench/stopped_worker.py: its records as its tables (markdown())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
@@ -117,8 +118,9 @@ PARTS = {
     # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
-    "pythons": ("md", "the same servers on other Pythons (about 3 min)",
-                [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
+    "pythons": ("json", "the same servers on other Pythons (about 3 min)",
+                [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
+                  *pythons()]]),
 }
 
 
@@ -385,9 +387,10 @@ def run_values(meta):
          "summary": summary(), "soak": soak_table(),
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
     for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown),
-                       ("stopped", lambda records: "\n\n".join(map(stopped_worker.markdown, records)))):
+                       ("stopped", lambda records: "\n\n".join(map(stopped_worker.markdown, records))),
+                       ("pythons", python_versions.markdown)):
         v[name] = said(load(name)) if load(name) else "(not measured)"
-    for name in ("tls", "pythons"):  # as printed, a blank line after each table
+    for name in ("tls",):  # as printed, a blank line after each table
         v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
                          flags=re.M).strip()  # no path of the machine that measured
     return v
@@ -559,12 +562,13 @@ def size_values():
             v["{}_{}_epoll".format(label, size)] = n(e and not e.failed and e.msgs_per_server_cpu_s)
             v["{}_{}_ratio".format(label, size)] = n(b.msgs_per_server_cpu_s / p.msgs_per_server_cpu_s if p and b and
                                                      not p.failed and not b.failed else None, "{:.1f}")
-    kept = bench_tables(load("pythons"))
-    pinned = (cells(kept[0]).get("echo_asyncio_protocol.py") or ["-"])[0] if kept else "-"
+    kept = load("pythons") or {"servers": []}  # the first interpreter's median: this Python's
+    pinned = next((list(s["median"].values())[0] for s in kept["servers"] if s["server"] == "echo_asyncio_protocol.py"),
+                  None)
     a100 = row(tables("article").get("article-100"), "echo_asyncio_protocol.py")
-    v["protocol_pinned"] = "-" if pinned == "-" or a100 is None or a100.failed else \
-        "{:.2f}x its article-100 figure, {} against {:,.0f}".format(
-            float(pinned.replace(",", "")) / a100.msgs_per_server_cpu_s, pinned, a100.msgs_per_server_cpu_s)
+    v["protocol_pinned"] = "-" if pinned is None or a100 is None or a100.failed else \
+        "{:.2f}x its article-100 figure, {:,.0f} against {:,.0f}".format(
+            pinned / a100.msgs_per_server_cpu_s, pinned, a100.msgs_per_server_cpu_s)
     on_uvloop = any("--uvloop" in r.server for table in bulk.values() for r in table["rows"])
     v["uvloop"] = "its rows are the tables' `--uvloop` rows" if on_uvloop else \
         "it was not installed for this run (with it, `client.py --all` adds `--uvloop` rows)"

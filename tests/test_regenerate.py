@@ -252,6 +252,27 @@ def test_the_stopped_worker_tables_and_sentences_read_its_records(tmp_path, monk
                                         "1038 | 2,002 | 1,001 |", "| echo_selectors_process.py --workers 2 | failed: "
                                         "no port | | | | | | |"]
 
+
+def test_the_pythons_table_and_the_pinned_figure_read_its_record(tmp_path, monkeypatch):
+    """bench/python_versions.py's record: each server's median a Python and its ratios to the first; RESULTS.md's
+    pinned asyncio figure is the first Python's median, read by field."""
+    record = {"command": "python3 bench/python_versions.py --python 3.11=PATH --python 3.13=PATH", "cpu": "AMD EPYC",
+              "cores": 2, "linux": "6.1", "client": "CPython 3.11.7", "client_python": "pyenv's 3.11.7",
+              "load": "--clients 100", "rounds": 3, "pythons": [
+                  {"label": "3.11", "build": "CPython 3.11.7, -O3", "where": "pyenv's 3.11.7"},
+                  {"label": "3.13", "build": "CPython 3.13.0, -O3", "where": "pyenv's 3.13.0"}],
+              "servers": [{"server": "echo_asyncio_protocol.py", "median": {"3.11": 35666.6, "3.13": 34919.2},
+                           "ratio": {"3.13": {"median": 0.9789, "min": 0.9512, "max": 1.0523}}}]}
+    regenerate = kept(tmp_path, monkeypatch, pythons=record)
+    said = regenerate.run_values({"parts": {}})["pythons"].splitlines()
+    assert said[0] == "Command: `python3 bench/python_versions.py --python 3.11=PATH --python 3.13=PATH`"
+    assert said[2] == "Machine: AMD EPYC, 2 cores, Linux 6.1; client: CPython 3.11.7 (pyenv's 3.11.7), `client.py " \
+                      "--clients 100`" and said[5] == "- 3.13: CPython 3.13.0, -O3 (pyenv's 3.13.0)"
+    assert said[-1] == "| echo_asyncio_protocol.py | 35,667 | 34,919 | 0.979 (0.951-1.052) |"
+    monkeypatch.setattr(regenerate, "tables", lambda name: {"article-100": {"rows": [regenerate.client.Run(
+        server="echo_asyncio_protocol.py", msgs_per_server_cpu_s=71333.2)]}} if name == "article" else {})
+    assert regenerate.size_values()["protocol_pinned"] == "0.50x its article-100 figure, 35,667 against 71,333"
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
