@@ -39,7 +39,8 @@ import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
 import stopped_worker  # bench/stopped_worker.py: its records as its tables (markdown())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
-from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
+import scaling  # bench/scaling.py: its table drawn from its record (TABLE, row()); FULL, the share of its CPUs from
+# which it calls a load full, the 16-core load's too
 import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -75,8 +76,9 @@ def pythons():
     return [arg for label, where in pythons for arg in ("--python", "{}={}".format(label, where))]
 
 
-# Each part: what it measures, and its command(s); "json" parts keep client.py's --json output,
-# "md" parts what the script printed. Times are this 2-core machine's.
+# Each part: what it measures, and its command(s); "json" parts keep the JSON record the command prints (client.py's
+# --json output, a bench script's --json), "own" parts' scripts write their records themselves, "md" parts keep what
+# the script printed. Times are this 2-core machine's.
 PARTS = {
     "article": ("json", "article-100, 3 runs (about 1 min)", [CLIENT + ["--scenario", "article-100"]]),
     # The first question's two servers in single runs, interleaved: whether their order holds run to run.
@@ -108,7 +110,7 @@ PARTS = {
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
     "stops": ("json", "stops under load, 100 cycles of each server (about eight minutes)",
               [[sys.executable, "bench/stop_cycles.py", "--cycles", "100", "--json"]]),
-    "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
+    "scaling": ("own", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
@@ -143,7 +145,7 @@ def measure(name):
             failed.append("`{}` exited with status {}".format(" ".join(command[1:]), done.returncode))
     if kind == "md":
         (RESULTS / (name + ".md")).write_text("\n".join(outputs))
-    else:  # client.py prints one JSON document; soak.py lines, then its result as the last one
+    elif kind == "json":  # client.py prints one JSON document; soak.py lines, then its result as the last one
         try:
             kept = [json.loads(out if name != "soak" else out.strip().splitlines()[-1]) for out in outputs]
             (RESULTS / (name + ".json")).write_text(json.dumps(kept if len(commands) > 1 else kept[0], indent=1)
@@ -792,7 +794,7 @@ def scaling_values():
     load_cpus = len(first["client_cpus"])
     used = {name: median_of(runs["client.py long", name, 8], "client_cpu_s") /
             median_of(runs["client.py long", name, 8], "wall_s") for name in ("reuseport", "go")}
-    full = used["reuseport"] >= FULL * load_cpus
+    full = used["reuseport"] >= scaling.FULL * load_cpus
     v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers (the Go generator: {:,.0f}) and {:,.0f} " \
         "against Go's server ({:,.0f}), using {:.1f} of its {} CPUs against echo_reuseport.py and {:.1f} against " \
         "Go's: {}".format(
@@ -803,10 +805,9 @@ def scaling_values():
             "echo_reuseport.py did {:.0%} less under it (Go's server {:.0%} less) was not measured".format(
                 1 - rate["client.py long", "reuseport", 8] / rate["long", "reuseport", 8],
                 1 - rate["client.py long", "go", 8] / rate["long", "go", 8]))
-    # This machine's run: its table and its verdict, as bench/scaling.py printed them.
-    kept = bench_tables(load("scaling"))
-    v["scaling_table"] = "\n".join(kept[0]) if kept else "(not measured)"
+    # This machine's run: its table and its verdict, from bench/scaling.py's record.
     done = (load("scaling-runs") or {}).get("summary", [])
+    v["scaling_table"] = "\n".join(scaling.TABLE + [scaling.row(s) for s in done]) if done else "(not measured)"
     full = {whose: listing("{} {} at N={}".format(s["server"], s["shape"], s["n"]) for s in done if s["limit"] == whose)
             for whose in ("the load's", "both full")}
     v["scaling_verdict"] = " ".join(filter(None, [

@@ -273,6 +273,19 @@ def test_the_pythons_table_and_the_pinned_figure_read_its_record(tmp_path, monke
         server="echo_asyncio_protocol.py", msgs_per_server_cpu_s=71333.2)]}} if name == "article" else {})
     assert regenerate.size_values()["protocol_pinned"] == "0.50x its article-100 figure, 35,667 against 71,333"
 
+
+def test_the_scaling_table_here_is_drawn_from_its_record(tmp_path, monkeypatch):
+    """bench/scaling.py's record (scaling-runs.json): its summary's rows, by field, and the verdict under them."""
+    summary = [{"shape": "held", "server": "echo_thread.py", "n": 1, "runs": 3, "failed": [], "msgs_per_s": 89521.4,
+                "msgs_per_server_cpu_s": 90619, "server_busy": 0.99, "load_busy": 0.814, "load_cpus": 1,
+                "limit": "the server's", "vs_1": 1.0},
+               {"shape": "short", "server": "echo_reuseport.py", "n": 1, "runs": 0, "failed": ["no port"], "limit": "-"}]
+    v = kept(tmp_path, monkeypatch, **{"scaling-runs": {"summary": summary}}).scaling_values()
+    assert v["scaling_table"].splitlines()[2:] == [
+        "| held | echo_thread.py | 1 | 89,521 | 1.00x | 90,619 | 99% | 81% (1) | the server's |",
+        "| short | echo_reuseport.py | 1 | fails: no port | | | | | |"]
+    assert v["scaling_verdict"] == "No run's load filled its CPUs: msgs/s is the servers'."
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
