@@ -113,9 +113,9 @@ PARTS = {
     "scaling": ("own", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
     "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
-    # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
-    # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
-    "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
+    # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces and their records
+    # (meta.json: each server's figures) in bench/results/timelines/ and stall/; render() draws them.
+    "timelines": ("own", "every server traced under one small load, and one client that stops reading (under a minute)",
                   [[sys.executable, "bench/timelines.py", "--keep", "--no-draw"]]),
     # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
