@@ -37,6 +37,7 @@ import idle_clients  # bench/idle_clients.py: its record as its table (markdown(
 import python_versions  # bench/python_versions.py: its record as its table (markdown())
 import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
 import stopped_worker  # bench/stopped_worker.py: its records as its tables (markdown())
+import tls_cost  # bench/tls_cost.py: its record as it prints it (markdown())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
 import scaling  # bench/scaling.py: its table drawn from its record (TABLE, row()); FULL, the share of its CPUs from
@@ -112,7 +113,7 @@ PARTS = {
               [[sys.executable, "bench/stop_cycles.py", "--cycles", "100", "--json"]]),
     "scaling": ("own", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
-    "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
+    "tls": ("json", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3", "--json"]]),
     # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces and their records
     # (meta.json: each server's figures) in bench/results/timelines/ and stall/; render() draws them.
     "timelines": ("own", "every server traced under one small load, and one client that stops reading (under a minute)",
@@ -390,11 +391,8 @@ def run_values(meta):
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
     for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown),
                        ("stopped", lambda records: "\n\n".join(map(stopped_worker.markdown, records))),
-                       ("pythons", python_versions.markdown)):
+                       ("pythons", python_versions.markdown), ("tls", tls_cost.markdown)):
         v[name] = said(load(name)) if load(name) else "(not measured)"
-    for name in ("tls",):  # as printed, a blank line after each table
-        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
-                         flags=re.M).strip()  # no path of the machine that measured
     return v
 
 

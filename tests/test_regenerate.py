@@ -286,6 +286,35 @@ def test_the_scaling_table_here_is_drawn_from_its_record(tmp_path, monkeypatch):
         "| short | echo_reuseport.py | 1 | fails: no port | | | | | |"]
     assert v["scaling_verdict"] == "No run's load filled its CPUs: msgs/s is the servers'."
 
+
+def test_tls_cost_keeps_a_record_that_render_reads_by_field(tmp_path, monkeypatch, capsys):
+    """bench/tls_cost.py --json, its measurements made up (no server): the record it prints holds the figures by name,
+    and RESULTS.md's TLS section is that record as the script prints it."""
+    import tls_cost
+    rates = iter([100.0, 50.0, 110.0, 40.0] * 100)  # plain, TLS, in each round's order
+    monkeypatch.setattr(tls_cost, "run", lambda script, flags, shape, tls: (next(rates), {
+        "client_cpu_s": 0.5, "handshakes": 1000}))
+    monkeypatch.setattr(tls_cost, "open_loop", lambda script, flags, rates: (2200, 2400, {
+        "connections": 7000, "reply_rate": 2242.4, "duration_s": 3.0, "errors": 0, "client_cpu_s": 3.1}, 1.96))
+    monkeypatch.setattr(tls_cost, "s_time", lambda script, flags, procs: (8640, 3.0, 4.7, 5.0))
+    monkeypatch.setattr(tls_cost, "speed", lambda: ["type 16 bytes", "AES-128-GCM 52678.94k"])
+    monkeypatch.setattr(tls_cost, "git", lambda *args: "abc1234")
+    monkeypatch.setattr(tls_cost.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(sys, "argv", ["tls_cost.py", "--rounds", "2", "--json"])
+    tls_cost.main()
+    record = json.loads(capsys.readouterr().out)
+    first = record["costs"][0]
+    assert (first["plain_rounds"], first["tls_rounds"], first["plain"], first["tls"]) == ([100, 40], [50, 110], 70, 80)
+    assert first["ratio"] == {"median": 1.625, "min": 0.5, "max": 2.75}
+    handshake = record["handshakes"][0]
+    assert handshake["failed"] is None and handshake["knee"] == 2200 and round(handshake["stime_per_s"]) == 1728
+    said = kept(tmp_path, monkeypatch, tls=record).run_values({"parts": {}})["tls"].splitlines()
+    assert said[0].endswith(", commit abc1234") and "2 rounds" in said[1]
+    assert said[5] == "| echo_selectors(_tls).py | article-100 | 70 | 80 | 1.625 (0.500-2.750) |"
+    assert "| echo_selectors_tls.py | 2,200 | 2,400: 2,242 (0 errors) | 63% | 99% | 1,728 | 60% | 347 | 544 |" in said
+    assert said[-3:] == ["openssl speed -seconds 1 (on core {}):".format(tls_cost.CLIENT_CORE), "    type 16 bytes",
+                         "    AES-128-GCM 52678.94k"]
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
