@@ -5,8 +5,8 @@ openloop.svg, timelines.svg, stall.svg and held.svg).
     python3 bench/regenerate.py [--only PART,...] [--render]
 
 One command, the repository alone: each PART below runs client.py or a benchmark script of this
-folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
-the Pythons, the commit, when, how long); then the documents are written from what is kept there,
+folder and keeps its record in bench/results/ (JSON: PART.json, or the files its script writes, and meta.json:
+the machine, the Pythons, the commit, when, how long); then the documents are written from those records alone,
 with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts
 (timelines.svg and stall.svg from bench/timelines.py's traces, held.svg from bench/held.py's records), so every
 figure comes from this run.
@@ -33,16 +33,16 @@ from pathlib import Path
 
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
-import idle_clients  # bench/idle_clients.py: its record as its table (markdown())
-import python_versions  # bench/python_versions.py: its record as its table (markdown())
-import stop_cycles  # bench/stop_cycles.py: its record as it says it (text())
-import stopped_worker  # bench/stopped_worker.py: its records as its tables (markdown())
-import tls_cost  # bench/tls_cost.py: its record as it prints it (markdown())
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
-import scaling  # bench/scaling.py: its table drawn from its record (TABLE, row()); FULL, the share of its CPUs from
-# which it calls a load full, the 16-core load's too
-import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
+# The scripts whose records RESULTS.md says as they print them: markdown(), stop_cycles.text(), scaling's TABLE and row()
+import idle_clients
+import python_versions
+import scaling  # and FULL: the share of its CPUs from which it calls a load full, the 16-core load too
+import stop_cycles
+import stopped_worker
+import timelines  # its pictures, drawn from its traces (draw_pictures())
+import tls_cost
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -78,8 +78,8 @@ def pythons():
 
 
 # Each part: what it measures, and its command(s); "json" parts keep the JSON record the command prints (client.py's
-# --json output, a bench script's --json), "own" parts' scripts write their records themselves, "md" parts keep what
-# the script printed. Times are this 2-core machine's.
+# --json output, a bench script's --json), "own" parts' scripts write their records themselves (what they print is
+# not kept). Times are this 2-core machine's.
 PARTS = {
     "article": ("json", "article-100, 3 runs (about 1 min)", [CLIENT + ["--scenario", "article-100"]]),
     # The first question's two servers in single runs, interleaved: whether their order holds run to run.
@@ -134,7 +134,7 @@ def passed(part, scenario):
 
 
 def measure(name):
-    """Run a part's commands one after another; keep what they printed (and how long they took)."""
+    """Run a part's commands one after another; keep the records they printed (and how long they took)."""
     kind, about, commands = PARTS[name]
     commands = commands() if callable(commands) else commands  # worked out from the parts before it
     print("== {}: {}".format(name, about), flush=True)
@@ -144,9 +144,7 @@ def measure(name):
         outputs.append(done.stdout)
         if done.returncode:
             failed.append("`{}` exited with status {}".format(" ".join(command[1:]), done.returncode))
-    if kind == "md":
-        (RESULTS / (name + ".md")).write_text("\n".join(outputs))
-    elif kind == "json":  # client.py prints one JSON document; soak.py lines, then its result as the last one
+    if kind == "json":  # client.py prints one JSON document; soak.py lines, then its result as the last one
         try:
             kept = [json.loads(out if name != "soak" else out.strip().splitlines()[-1]) for out in outputs]
             (RESULTS / (name + ".json")).write_text(json.dumps(kept if len(commands) > 1 else kept[0], indent=1)
@@ -174,11 +172,8 @@ def measure(name):
 
 
 def load(name):
-    for suffix in (".json", ".md"):
-        path = RESULTS / (name + suffix)
-        if path.exists():
-            return json.loads(path.read_text()) if suffix == ".json" else path.read_text()
-    return None
+    path = RESULTS / (name + ".json")
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def main():
@@ -218,25 +213,6 @@ def row(table, server):
 def md_table(table):
     """A closed-loop table as bench/draw.py --markdown writes it, less its heading (the section has one)."""
     return "\n".join(draw.table_markdown(table)[2:]).rstrip() if table else "(not measured: {})".format(table)
-
-
-def bench_tables(text):
-    """The Markdown tables in text (a benchmark script's output, a document), each as its lines."""
-    found, current = [], None
-    for line in (text or "").splitlines():
-        if line.startswith("|"):
-            if current is None:
-                current = []
-                found.append(current)
-            current.append(line)
-        else:
-            current = None
-    return found
-
-
-def cells(lines):
-    """{first cell: [the other cells]} of a Markdown table's rows."""
-    return {c[0]: c[1:] for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines[2:])}
 
 
 def failed_words(r):
@@ -375,7 +351,7 @@ def under_gil(python):
 
 
 def run_values(meta):
-    """When, where and at which commits the parts ran; the tables kept as the scripts printed them."""
+    """When, where and at which commits the parts ran; the scripts' records as they print them."""
     parts = meta.get("parts", {})
     v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
          "cores": meta.get("cores", "-"),

@@ -195,6 +195,21 @@ def kept(tmp_path, monkeypatch, **records):
     return regenerate
 
 
+def test_no_record_is_markdown():
+    """Every part keeps a record that render() reads by field name (issue 50): JSON, or JSON lines for traces, never a
+    script's printed table. Each "json" part's record is its PART.json. The outside 16-core measurement's folder keeps
+    its sources, its README and lscpu's output beside its JSON-lines records."""
+    import regenerate
+    results = ROOT / "bench" / "results"
+    outside = results / "scaling-16core"
+    printed = [str(path.relative_to(ROOT)) for path in results.rglob("*") if path.is_file()
+               and outside not in path.parents and path.suffix not in (".json", ".jsonl")]
+    assert not printed, "records that are not JSON: {}".format(printed)
+    assert [path.name for path in outside.glob("*.md")] == ["README.md"]
+    assert {kind for kind, about, commands in regenerate.PARTS.values()} == {"json", "own"}
+    assert all((results / (name + ".json")).exists() for name, part in regenerate.PARTS.items() if part[0] == "json")
+
+
 def test_the_stops_are_said_from_their_record(tmp_path, monkeypatch):
     """bench/stop_cycles.py's record: each server's failed cycles and seconds, said three servers a line, then
     each failed cycle."""
