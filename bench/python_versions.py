@@ -5,7 +5,7 @@ the other, runs interleaved.
 
     python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 \\
         --python 3.15=chroot:/var/cache/echo-ci/debian-amd64:/usr/bin/python3.15 [--rounds 5] \\
-        [--messages 500000] [--servers echo_epoll.py,...]
+        [--messages 500000] [--servers echo_epoll.py,...] [--json]
 
 LABEL=PATH runs the server as `PATH echo_x.py --port 0 -q`; LABEL=chroot:ROOT:PATH as `chroot ROOT
 PATH /tmp/echo-bench-XXXX/echo_x.py --port 0 -q` (root only; Debian's interpreters are in the root
@@ -17,7 +17,9 @@ execs it and its CPU time is read from the host's /proc; chroot keeps the host's
 the client reaches it on 127.0.0.1. The load is deadline_cost.py's article-100 (100 clients x 100
 connections x 50 messages of 32 B); --messages 10000 makes it 2 connections a client for a quick check. Servers run with -q, MALLOC_MMAP_THRESHOLD_=131072 and no
 other environment. Each round runs every interpreter, the order rotating; the table gives each
-interpreter's median and the median (and range) of the per-round ratios to the first interpreter.
+interpreter's median and the median (and range) of the per-round ratios to the first interpreter. --json prints
+the record instead (the machine, each interpreter's build, each server's figures a round, medians and ratios; no
+path of this machine), which bench/regenerate.py keeps as bench/results/pythons.json.
 Every wait is bounded; each server's process group is killed whatever happens.
 """
 import argparse
@@ -36,7 +38,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, TIMEOUT, kill_group, messages_per_cpu_second, table, wait_until, without_paths
+from common import (ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, messages_per_cpu_second, wait_until,
+                    without_paths)
 from deadline_cost import SCENARIOS
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -112,7 +115,7 @@ def main():
                         help="messages a run, a multiple of {} (default: %(default)s)".format(PER_CONNECT))
     parser.add_argument("--servers",
                         default="echo_epoll.py,echo_selectors.py,echo_asyncio_protocol.py,echo_threadpool.py")
-    parser.add_argument("--markdown", help="also write the table to this file")
+    parser.add_argument("--json", action="store_true", help="print the record as JSON (the table goes to stderr)")
     args = parser.parse_args()
     if args.messages < PER_CONNECT or args.messages % PER_CONNECT:
         parser.error("--messages: a multiple of {}".format(PER_CONNECT))
@@ -122,40 +125,60 @@ def main():
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # the client's, as in deadline_cost.py
     with contextlib.ExitStack() as stack:
         pythons = [Interpreter(spec, stack) for spec in args.python]
-        # No path of this machine in what is printed (RESULTS.md quotes it): see without_paths().
-        print(without_paths("Command: `python3 bench/python_versions.py {}`\n".format(shlex.join(sys.argv[1:]))))
         with open("/proc/cpuinfo") as f:
             cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
-        print(without_paths("Machine: {}, {} cores, Linux {}; client: {} {}{} ({}), `client.py {}`\n".format(
-            cpu.group(1) if cpu else platform.machine(), os.cpu_count(), platform.release(),
-            platform.python_implementation(), platform.python_version(),
-            gil_words(sysconfig.get_config_var("Py_GIL_DISABLED"), getattr(sys, "_is_gil_enabled", lambda: True)()),
-            sys.executable, " ".join(flags))))
-        for python in pythons:
-            print(without_paths("- {}: {} (`{}`)".format(python.label, python.build(), python.where)))
-        print()
+        # No path of this machine in the record (RESULTS.md quotes it): see without_paths() and interpreter_name().
+        record = {"command": without_paths("python3 bench/python_versions.py " + shlex.join(sys.argv[1:])),
+                  "cpu": cpu.group(1) if cpu else platform.machine(), "cores": os.cpu_count(),
+                  "linux": platform.release(), "client": "{} {}{}".format(
+                      platform.python_implementation(), platform.python_version(),
+                      gil_words(sysconfig.get_config_var("Py_GIL_DISABLED"), getattr(sys, "_is_gil_enabled",
+                                                                                      lambda: True)())),
+                  "client_python": interpreter_name(sys.executable), "load": " ".join(flags), "rounds": args.rounds,
+                  "pythons": [{"label": p.label, "build": p.build(), "where": interpreter_name(p.where)}
+                              for p in pythons], "servers": []}
+        table = sys.stderr if args.json else sys.stdout
+        print("\n".join(head(record)), file=table, flush=True)
         for python in pythons:
             for script in args.servers.split(","):
                 shutil.copy(ROOT / script, python.folder)
-        first, others = pythons[0], pythons[1:]
-        head = ["| server | " + " | ".join(["{} (msgs per server CPU-s)".format(first.label)] + [
-                    p.label for p in others] + ["{} / {} (median of rounds, range)".format(p.label, first.label)
-                                                for p in others]) + " |",
-                "|---|" + "---:|" * (2 * len(pythons) - 1)]
+        first = pythons[0]
+        for script in args.servers.split(","):
+            figures = {python.label: [] for python in pythons}
+            for round_ in range(args.rounds):
+                turn = round_ % len(pythons)
+                for python in pythons[turn:] + pythons[:turn]:
+                    figures[python.label].append(python.run(script, flags))
+            ratios = {p.label: [b / a for a, b in zip(figures[first.label], figures[p.label])] for p in pythons[1:]}
+            record["servers"].append({"server": script, "per_round": figures,
+                                      "median": {label: statistics.median(f) for label, f in figures.items()},
+                                      "ratio": {label: {"median": statistics.median(r), "min": min(r), "max": max(r)}
+                                                for label, r in ratios.items()}})
+            print(row(record["servers"][-1]), file=table, flush=True)
+    if args.json:
+        print(json.dumps(record, indent=1))
 
-        def rows():
-            for script in args.servers.split(","):
-                figures = {python: [] for python in pythons}
-                for round_ in range(args.rounds):
-                    turn = round_ % len(pythons)
-                    for python in pythons[turn:] + pythons[:turn]:
-                        figures[python].append(python.run(script, flags))
-                cells = ["{:,.0f}".format(statistics.median(figures[p])) for p in pythons]
-                for python in others:
-                    ratios = [b / a for a, b in zip(figures[first], figures[python])]
-                    cells.append("{:.3f} ({:.3f}-{:.3f})".format(statistics.median(ratios), min(ratios), max(ratios)))
-                yield "| {} | {} |".format(script, " | ".join(cells))
-        table(head, rows(), args.markdown)
+
+def head(record):
+    """The record's words and its table's head, as RESULTS.md quotes them."""
+    labels = [p["label"] for p in record["pythons"]]
+    return ["Command: `{}`".format(record["command"]), "",
+            "Machine: {}, {} cores, Linux {}; client: {} ({}), `client.py {}`".format(
+                record["cpu"], record["cores"], record["linux"], record["client"], record["client_python"],
+                record["load"]), ""] + [
+        "- {}: {} ({})".format(p["label"], p["build"], p["where"]) for p in record["pythons"]] + ["",
+        "| server | " + " | ".join(["{} (msgs per server CPU-s)".format(labels[0])] + labels[1:] + [
+            "{} / {} (median of rounds, range)".format(label, labels[0]) for label in labels[1:]]) + " |",
+        "|---|" + "---:|" * (2 * len(labels) - 1)]
+
+
+def row(s):
+    return "| {} | {} |".format(s["server"], " | ".join(["{:,.0f}".format(m) for m in s["median"].values()] + [
+        "{median:.3f} ({min:.3f}-{max:.3f})".format(**r) for r in s["ratio"].values()]))
+
+
+def markdown(record):
+    return "\n".join(head(record) + [row(s) for s in record["servers"]])
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ openloop.svg, timelines.svg, stall.svg and held.svg).
     python3 bench/regenerate.py [--only PART,...] [--render]
 
 One command, the repository alone: each PART below runs client.py or a benchmark script of this
-folder and keeps what it printed in bench/results/ (PART.json or PART.md, and meta.json: the machine,
-the Pythons, the commit, when, how long); then the documents are written from what is kept there,
+folder and keeps its record in bench/results/ (JSON: PART.json, or the files its script writes, and meta.json:
+the machine, the Pythons, the commit, when, how long); then the documents are written from those records alone,
 with bench/RESULTS.template.md as their text, client.py's records and bench/draw.py's tables and charts
 (timelines.svg and stall.svg from bench/timelines.py's traces, held.svg from bench/held.py's records), so every
 figure comes from this run.
@@ -35,8 +35,14 @@ from pathlib import Path
 import draw
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
 from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
-from scaling import FULL  # the share of its CPUs from which bench/scaling.py calls a load full: the 16-core load too
-import timelines  # bench/timelines.py: its pictures, drawn from its traces (draw_pictures())
+# The scripts whose records RESULTS.md says as they print them: markdown(), stop_cycles.text(), scaling's TABLE and row()
+import idle_clients
+import python_versions
+import scaling  # and FULL: the share of its CPUs from which it calls a load full, the 16-core load too
+import stop_cycles
+import stopped_worker
+import timelines  # its pictures, drawn from its traces (draw_pictures())
+import tls_cost
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -71,8 +77,9 @@ def pythons():
     return [arg for label, where in pythons for arg in ("--python", "{}={}".format(label, where))]
 
 
-# Each part: what it measures, and its command(s); "json" parts keep client.py's --json output,
-# "md" parts what the script printed. Times are this 2-core machine's.
+# Each part: what it measures, and its command(s); "json" parts keep the JSON record the command prints (client.py's
+# --json output, a bench script's --json), "own" parts' scripts write their records themselves (what they print is
+# not kept). Times are this 2-core machine's.
 PARTS = {
     "article": ("json", "article-100, 3 runs (about 1 min)", [CLIENT + ["--scenario", "article-100"]]),
     # The first question's two servers in single runs, interleaved: whether their order holds run to run.
@@ -95,27 +102,28 @@ PARTS = {
                  [CLIENT + ["--scenario", "pingpong,pingpong-sweep"]]),
     "shared": ("json", "shared socket or SO_REUSEPORT, 2 workers (about 2 min)",
                [CLIENT + ["--servers", SHARED, "--server-args", "--workers 2", "--scenario", "wrk,pingpong"]]),
-    "stopped": ("md", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
-                [[sys.executable, "bench/stopped_worker.py", "--workers", str(n)] for n in (2, 4)]),
-    "idle": ("md", "idle and trickling clients (about 2 min)",
-             [[sys.executable, "bench/idle_clients.py", "--timeout", "5", *PLAIN]]),
+    "stopped": ("json", "a worker stopped for a second, 2 and 4 workers (about 1 min)",
+                [[sys.executable, "bench/stopped_worker.py", "--workers", str(n), "--json"] for n in (2, 4)]),
+    "idle": ("json", "idle and trickling clients (about 2 min)",
+             [[sys.executable, "bench/idle_clients.py", "--timeout", "5", "--json", *PLAIN]]),
     "soak": ("json", "memory over 100,000 connections (about 7 min)",
              [[sys.executable, "bench/soak.py", s, "--warmup", "3000", "--connections", "100000", "--step",
                "50000", "--json", "--time-limit", "300"] for s in PLAIN]),
-    "stops": ("md", "stops under load, 100 cycles of each server (about eight minutes)",
-              [[sys.executable, "bench/stop_cycles.py", "--cycles", "100"]]),
-    "scaling": ("md", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
+    "stops": ("json", "stops under load, 100 cycles of each server (about eight minutes)",
+              [[sys.executable, "bench/stop_cycles.py", "--cycles", "100", "--json"]]),
+    "scaling": ("own", "each server pinned to N cores, the load to the others: N=1 here (under a minute)",
                 [[sys.executable, "bench/scaling.py", *SCALING_SERVERS, "--out", "bench/results/scaling-runs.json"]]),
-    "tls": ("md", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3"]]),
-    # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces in
-    # bench/results/timelines/ and stall/ (what it prints, its tables, in timelines.md); render() draws them.
-    "timelines": ("md", "every server traced under one small load, and one client that stops reading (under a minute)",
+    "tls": ("json", "what TLS costs (about 4 min)", [[sys.executable, "bench/tls_cost.py", "--rounds", "3", "--json"]]),
+    # Who is served when, and one client that stops reading: bench/timelines.py keeps its traces and their records
+    # (meta.json: each server's figures) in bench/results/timelines/ and stall/; render() draws them.
+    "timelines": ("own", "every server traced under one small load, and one client that stops reading (under a minute)",
                   [[sys.executable, "bench/timelines.py", "--keep", "--no-draw"]]),
     # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
-    "pythons": ("md", "the same servers on other Pythons (about 3 min)",
-                [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", *pythons()]]),
+    "pythons": ("json", "the same servers on other Pythons (about 3 min)",
+                [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
+                  *pythons()]]),
 }
 
 
@@ -126,7 +134,7 @@ def passed(part, scenario):
 
 
 def measure(name):
-    """Run a part's commands one after another; keep what they printed (and how long they took)."""
+    """Run a part's commands one after another; keep the records they printed (and how long they took)."""
     kind, about, commands = PARTS[name]
     commands = commands() if callable(commands) else commands  # worked out from the parts before it
     print("== {}: {}".format(name, about), flush=True)
@@ -136,9 +144,7 @@ def measure(name):
         outputs.append(done.stdout)
         if done.returncode:
             failed.append("`{}` exited with status {}".format(" ".join(command[1:]), done.returncode))
-    if kind == "md":
-        (RESULTS / (name + ".md")).write_text("\n".join(outputs))
-    else:  # client.py prints one JSON document; soak.py lines, then its result as the last one
+    if kind == "json":  # client.py prints one JSON document; soak.py lines, then its result as the last one
         try:
             kept = [json.loads(out if name != "soak" else out.strip().splitlines()[-1]) for out in outputs]
             (RESULTS / (name + ".json")).write_text(json.dumps(kept if len(commands) > 1 else kept[0], indent=1)
@@ -166,11 +172,8 @@ def measure(name):
 
 
 def load(name):
-    for suffix in (".json", ".md"):
-        path = RESULTS / (name + suffix)
-        if path.exists():
-            return json.loads(path.read_text()) if suffix == ".json" else path.read_text()
-    return None
+    path = RESULTS / (name + ".json")
+    return json.loads(path.read_text()) if path.exists() else None
 
 
 def main():
@@ -212,25 +215,6 @@ def md_table(table):
     return "\n".join(draw.table_markdown(table)[2:]).rstrip() if table else "(not measured: {})".format(table)
 
 
-def bench_tables(text):
-    """The Markdown tables in text (a benchmark script's output, a document), each as its lines."""
-    found, current = [], None
-    for line in (text or "").splitlines():
-        if line.startswith("|"):
-            if current is None:
-                current = []
-                found.append(current)
-            current.append(line)
-        else:
-            current = None
-    return found
-
-
-def cells(lines):
-    """{first cell: [the other cells]} of a Markdown table's rows."""
-    return {c[0]: c[1:] for c in ([x.strip() for x in line.strip("|").split("|")] for line in lines[2:])}
-
-
 def failed_words(r):
     """Why a row failed, short: the pattern's limit where the client names one."""
     if r is None:
@@ -259,7 +243,8 @@ def summary():
     c10k = tables("c10k").get("c10k")
     knees = {s["server"]: s for s in sweep_list}
     soak = {r["server"]: r for r in load("soak") or []}
-    idle = cells((bench_tables(load("idle")) or [[]])[0])
+    idle = load("idle") or {"servers": []}
+    denied = {s["server"]: idle_clients.denied(idle, s) for s in idle["servers"]}
     lines = ["| server | msgs per server CPU-s, article-100 | p99 ms, 1,000 clients (article-1000) | c10k "
              "| open-loop knee, connections/s | memory growth over 100,000 connections | idle clients that deny "
              "service |", "|---|---:|---:|---|---:|---:|---|"]
@@ -280,7 +265,7 @@ def summary():
             failed_words(c) if c.failed else "passes (connects {:.1f} s, p99 {} ms)".format(
                 c.connect_phase_s, draw.figure_text("p99_ms", c.p99_ms)),
             "-" if s is None else knee(s), growth,
-            (idle.get(base) or ["-"])[0] if base == server else "-"))
+            denied.get(base, "-") if base == server else "-"))
     return "\n".join(lines)
 
 
@@ -366,7 +351,7 @@ def under_gil(python):
 
 
 def run_values(meta):
-    """When, where and at which commits the parts ran; the tables kept as the scripts printed them."""
+    """When, where and at which commits the parts ran; the scripts' records as they print them."""
     parts = meta.get("parts", {})
     v = {"when": max([p["when"] for p in parts.values()] or ["-"]), "machine": meta.get("machine", "-"),
          "cores": meta.get("cores", "-"),
@@ -380,9 +365,10 @@ def run_values(meta):
                                  if p["failed"]),
          "summary": summary(), "soak": soak_table(),
          "gil_switch": " and a GIL switch" if under_gil(meta.get("machine", "")) else ""}
-    for name in ("idle", "stopped", "stops", "tls", "pythons"):  # as printed, a blank line after each table
-        v[name] = re.sub(r"^(\|.*)\n(?=[^|\n])", r"\1\n\n", without_paths(load(name) or "(not measured)"),
-                         flags=re.M).strip()  # no path of the machine that measured
+    for name, said in (("stops", stop_cycles.text), ("idle", idle_clients.markdown),
+                       ("stopped", lambda records: "\n\n".join(map(stopped_worker.markdown, records))),
+                       ("pythons", python_versions.markdown), ("tls", tls_cost.markdown)):
+        v[name] = said(load(name)) if load(name) else "(not measured)"
     return v
 
 
@@ -552,12 +538,13 @@ def size_values():
             v["{}_{}_epoll".format(label, size)] = n(e and not e.failed and e.msgs_per_server_cpu_s)
             v["{}_{}_ratio".format(label, size)] = n(b.msgs_per_server_cpu_s / p.msgs_per_server_cpu_s if p and b and
                                                      not p.failed and not b.failed else None, "{:.1f}")
-    kept = bench_tables(load("pythons"))
-    pinned = (cells(kept[0]).get("echo_asyncio_protocol.py") or ["-"])[0] if kept else "-"
+    kept = load("pythons") or {"servers": []}  # the first interpreter's median: this Python's
+    pinned = next((list(s["median"].values())[0] for s in kept["servers"] if s["server"] == "echo_asyncio_protocol.py"),
+                  None)
     a100 = row(tables("article").get("article-100"), "echo_asyncio_protocol.py")
-    v["protocol_pinned"] = "-" if pinned == "-" or a100 is None or a100.failed else \
-        "{:.2f}x its article-100 figure, {} against {:,.0f}".format(
-            float(pinned.replace(",", "")) / a100.msgs_per_server_cpu_s, pinned, a100.msgs_per_server_cpu_s)
+    v["protocol_pinned"] = "-" if pinned is None or a100 is None or a100.failed else \
+        "{:.2f}x its article-100 figure, {:,.0f} against {:,.0f}".format(
+            pinned / a100.msgs_per_server_cpu_s, pinned, a100.msgs_per_server_cpu_s)
     on_uvloop = any("--uvloop" in r.server for table in bulk.values() for r in table["rows"])
     v["uvloop"] = "its rows are the tables' `--uvloop` rows" if on_uvloop else \
         "it was not installed for this run (with it, `client.py --all` adds `--uvloop` rows)"
@@ -615,9 +602,11 @@ def shared_values():
         "wakes takes all that is queued, so its spread follows who wakes" if busiest < UNEVEN else \
         "with EPOLLEXCLUSIVE the worker that wakes takes all that is queued"
     waited = {}
-    for table in bench_tables(load("stopped")):  # one table per --workers
-        for server, cells_ in cells(table).items():
-            waited.setdefault(server.split()[0], []).append(cells_[5])
+    for record in load("stopped") or []:  # one record per --workers
+        for run in record["runs"]:
+            figures = run["figures"]
+            waited.setdefault(run["server"].split()[0], []).append(
+                "failed" if "failed" in figures else "{:,}".format(figures["responses_100ms_or_more"]))
     v["stopped_reuseport"] = listing(waited.get("echo_reuseport.py", ["-"]))
     v["stopped_shared"] = listing(sorted(set(c for server, cs in waited.items() if server == "echo_shared_socket.py"
                                              for c in cs)))
@@ -779,7 +768,7 @@ def scaling_values():
     load_cpus = len(first["client_cpus"])
     used = {name: median_of(runs["client.py long", name, 8], "client_cpu_s") /
             median_of(runs["client.py long", name, 8], "wall_s") for name in ("reuseport", "go")}
-    full = used["reuseport"] >= FULL * load_cpus
+    full = used["reuseport"] >= scaling.FULL * load_cpus
     v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers (the Go generator: {:,.0f}) and {:,.0f} " \
         "against Go's server ({:,.0f}), using {:.1f} of its {} CPUs against echo_reuseport.py and {:.1f} against " \
         "Go's: {}".format(
@@ -790,10 +779,9 @@ def scaling_values():
             "echo_reuseport.py did {:.0%} less under it (Go's server {:.0%} less) was not measured".format(
                 1 - rate["client.py long", "reuseport", 8] / rate["long", "reuseport", 8],
                 1 - rate["client.py long", "go", 8] / rate["long", "go", 8]))
-    # This machine's run: its table and its verdict, as bench/scaling.py printed them.
-    kept = bench_tables(load("scaling"))
-    v["scaling_table"] = "\n".join(kept[0]) if kept else "(not measured)"
+    # This machine's run: its table and its verdict, from bench/scaling.py's record.
     done = (load("scaling-runs") or {}).get("summary", [])
+    v["scaling_table"] = "\n".join(scaling.TABLE + [scaling.row(s) for s in done]) if done else "(not measured)"
     full = {whose: listing("{} {} at N={}".format(s["server"], s["shape"], s["n"]) for s in done if s["limit"] == whose)
             for whose in ("the load's", "both full")}
     v["scaling_verdict"] = " ".join(filter(None, [

@@ -182,6 +182,10 @@ def summary(runs):
     return found
 
 
+TABLE = ["| shape | server | N | msgs/s | x N=1 | msgs per server CPU-s | server CPUs busy | load CPUs busy (CPUs) "
+         "| whose limit |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]  # its head; a row() a summary
+
+
 def row(s):
     def f(value, spec="{:,.0f}"):
         return "-" if value is None else spec.format(value)
@@ -249,8 +253,7 @@ def main():
     if max(ns) < 2:
         head.append("N=1 only: the server on one core, the load on the rest. Scaling needs more cores: on a "
                     "machine with 2K physical cores this measures N = 1, 2, 4, ... up to K.")
-    head += ["", "| shape | server | N | msgs/s | x N=1 | msgs per server CPU-s | server CPUs busy "
-             "| load CPUs busy (CPUs) | whose limit |", "|---|---|---:|---:|---:|---:|---:|---:|---|"]
+    head += [""] + TABLE
     runs = []
 
     def rows():

@@ -2,7 +2,7 @@
 """What TLS costs a server: messages per server CPU-second with and without TLS, the handshake's
 cost and the open-loop knee in handshakes a second (and whose knee it is), and `openssl speed`.
 
-    python3 bench/tls_cost.py [--rounds 5] [--rates 200:3000:200] [--stime-procs 2]
+    python3 bench/tls_cost.py [--rounds 5] [--rates 200:3000:200] [--stime-procs 2] [--json]
 
 About 7 minutes with the defaults on a 2-core machine. Every server runs with -q, pinned to one core
 (with every process it starts), and every client to the other; machine defaults otherwise (glibc's
@@ -27,9 +27,12 @@ into fresh 256 KiB objects, and pinning it puts an mmap() in each read of both).
 3. `openssl speed -seconds 1` for the handshake's asymmetric crypto (X25519, which OpenSSL's default
    groups pick, P-256 ECDH, P-256 ECDSA: the test certificate) and the records' AES-GCM (TLS 1.3's
    default suite here is TLS_AES_256_GCM_SHA384).
-Every wait is bounded; each server is stopped (its process group) whatever happens.
+--json prints the record (each figure above, each side's figures a round, openssl speed's lines) instead, what is
+printed going to stderr: bench/regenerate.py keeps it as bench/results/tls.json. Every wait is bounded; each server is
+stopped (its process group) whatever happens.
 """
 import argparse
+import json
 import os
 import re
 import resource
@@ -40,7 +43,7 @@ import tempfile
 import time
 
 from common import (CERT, CLIENT_CORE, KEY, PIN_SERVER, SERVER_CORE, Server, client_figures, git,
-                    group_cpu_seconds, pinned_client, pinned_figures, table)
+                    group_cpu_seconds, pinned_client, pinned_figures)
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
@@ -80,44 +83,59 @@ def run(script, flags, shape, tls):
             server.kill()
 
 
-def costs(rounds):
-    """Table 1's rows, measured as they are read; fills medians[(pair, shape)] = (plain, tls)."""
-    medians, client_us = {}, {}
-    head = ["Messages per server CPU-second; server on core {}, client.py (--procs 1) on core {}; {} rounds, plain "
-            "and TLS alternating; medians, and the median of the per-round ratios (range).".format(
-                SERVER_CORE, CLIENT_CORE, rounds), "",
-            "| server | shape | plain | TLS | TLS / plain |", "|---|---|---:|---:|---:|"]
-
-    def rows():
-        for pair, sides in PAIRS.items():
-            for shape in SHAPES:
-                figures = ([], [])
-                for round_ in range(rounds):
-                    order = [(0, sides[0]), (1, sides[1])]
-                    for tls, (script, flags) in order if round_ % 2 == 0 else order[::-1]:
-                        rate, client = run(script, flags, shape, bool(tls))
-                        figures[tls].append(rate)
-                        if tls and shape == "1 message a connection":
-                            client_us.setdefault(pair, []).append(1e6 * client["client_cpu_s"] / client["handshakes"])
-                ratios = [t / p for p, t in zip(*figures)]
-                medians[pair, shape] = statistics.median(figures[0]), statistics.median(figures[1])
-                yield "| {} | {} | {:,.0f} | {:,.0f} | {:.3f} ({:.3f}-{:.3f}) |".format(
-                    pair, shape, *medians[pair, shape], statistics.median(ratios), min(ratios), max(ratios))
-    table(head, rows())
-    print("\nFrom the medians: the server's CPU a TLS connection costs beyond a plain one (1 message a "
-          "connection), the same from article-100 against 500 a connection, the share of article-100's TLS "
-          "cost that is handshakes; client.py's CPU a TLS connection (1 message).")
+def costs(record, show):
+    """Table 1's rows into record["costs"], measured as they are shown; then what the medians give, a pair each, into
+    record["connections"]."""
+    client_us = {}
+    for pair, sides in PAIRS.items():
+        for shape in SHAPES:
+            figures = ([], [])
+            for round_ in range(record["rounds"]):
+                order = [(0, sides[0]), (1, sides[1])]
+                for tls, (script, flags) in order if round_ % 2 == 0 else order[::-1]:
+                    rate, client = run(script, flags, shape, bool(tls))
+                    figures[tls].append(rate)
+                    if tls and shape == "1 message a connection":
+                        client_us.setdefault(pair, []).append(1e6 * client["client_cpu_s"] / client["handshakes"])
+            ratios = [t / p for p, t in zip(*figures)]
+            record["costs"].append({"server": pair, "shape": shape, "plain": statistics.median(figures[0]),
+                                    "tls": statistics.median(figures[1]), "plain_rounds": figures[0],
+                                    "tls_rounds": figures[1], "ratio": {"median": statistics.median(ratios),
+                                                                        "min": min(ratios), "max": max(ratios)}})
+            show(cost_row(record["costs"][-1]))
+    medians = {(c["server"], c["shape"]): (c["plain"], c["tls"]) for c in record["costs"]}
     for pair in PAIRS:
         def extra(shape):  # server seconds a message that TLS adds
             plain, tls = medians[pair, shape]
             return 1 / tls - 1 / plain
         article, long_ = extra("article-100"), extra("article-100, 500 a connection")
         # a connection of article-100 has 50 messages; one of the long shape 500: per connection, less the records
-        per_handshake = (article - long_) * 50 / (1 - 50 / 500)
-        print("- {}: {:.0f} µs a TLS connection (1 message); {:.0f} µs a handshake from article-100; handshakes "
-              "{:.0%} of article-100's TLS cost; client.py {:.0f} µs a TLS connection".format(
-                  pair, 1e6 * extra("1 message a connection"), 1e6 * per_handshake,
-                  (article - long_) / article / (1 - 50 / 500), statistics.median(client_us[pair])), flush=True)
+        record["connections"].append({
+            "server": pair, "tls_connection_us": 1e6 * extra("1 message a connection"),
+            "handshake_us": 1e6 * (article - long_) * 50 / (1 - 50 / 500),
+            "handshake_share": (article - long_) / article / (1 - 50 / 500),
+            "client_us": statistics.median(client_us[pair])})
+
+
+def cost_row(c):
+    return "| {} | {} | {:,.0f} | {:,.0f} | {median:.3f} ({min:.3f}-{max:.3f}) |".format(
+        c["server"], c["shape"], c["plain"], c["tls"], **c["ratio"])
+
+
+def cost_head(record):
+    return ["Messages per server CPU-second; server on core {}, client.py (--procs 1) on core {}; {} rounds, plain "
+            "and TLS alternating; medians, and the median of the per-round ratios (range).".format(
+                record["server_core"], record["client_core"], record["rounds"]), "",
+            "| server | shape | plain | TLS | TLS / plain |", "|---|---|---:|---:|---:|"]
+
+
+def connections_text(record):
+    return ["", "From the medians: the server's CPU a TLS connection costs beyond a plain one (1 message a "
+            "connection), the same from article-100 against 500 a connection, the share of article-100's TLS "
+            "cost that is handshakes; client.py's CPU a TLS connection (1 message)."] + [
+        "- {server}: {tls_connection_us:.0f} µs a TLS connection (1 message); {handshake_us:.0f} µs a handshake from "
+        "article-100; handshakes {handshake_share:.0%} of article-100's TLS cost; client.py {client_us:.0f} µs a TLS "
+        "connection".format(**c) for c in record["connections"]]
 
 
 def open_loop(script, flags, rates):
@@ -161,35 +179,61 @@ def s_time(script, flags, procs, seconds=5):
             server.kill()
 
 
-def handshakes(rates, procs):
-    print("\nThe handshake in open loop (client.py --rate {} --tls, 1 exchange a connection, 1 s a step; then 3 s "
-          "at the first rate past the knee), and openssl s_time -new ({} on core {}, 5 s):".format(
-              rates, procs, CLIENT_CORE))
-    print("\n| server | client.py knee /s | past it: offered, replies /s | server core busy | client.py core busy "
-          "| s_time handshakes /s | server core busy | server µs a handshake | s_time µs a handshake |")
-    print("|---|---:|---|---:|---:|---:|---:|---:|---:|", flush=True)
+def handshakes(record, show):
+    """The open loop's knee and the run past it, then s_time, for each TLS server, into record["handshakes"]."""
     for pair, (_, (script, flags)) in PAIRS.items():
-        knee, rate, f, server_s = open_loop(script, flags, rates)
-        if f is None or f.get("failed"):
-            cells = "failed: {} | | | |".format(knee if f is None else f["failed"])
-        else:
+        knee, rate, f, server_s = open_loop(script, flags, record["rates"])
+        kept = {"server": script, "failed": knee if f is None else f.get("failed")}
+        if not kept["failed"]:
             span = f["connections"] / f["reply_rate"] if f["reply_rate"] else f["duration_s"]
-            cells = "{} | {:,}: {:,.0f} ({:,} errors) | {:.0%} | {:.0%}".format(
-                "{:,}".format(knee) if knee else "none", rate, f["reply_rate"], f["errors"], server_s / span,
-                f["client_cpu_s"] / span)
-        count, used, client, wall = s_time(script, flags, procs)
-        print("| {} | {} | {:,.0f} | {:.0%} | {:.0f} | {:.0f} |".format(
-            script, cells, count / wall, used / wall, 1e6 * used / count, 1e6 * client / count), flush=True)
+            kept.update(knee=knee, rate=rate, reply_rate=f["reply_rate"], errors=f["errors"],
+                        server_busy=server_s / span, client_busy=f["client_cpu_s"] / span)
+        count, used, client, wall = s_time(script, flags, record["stime_procs"])
+        kept.update(stime_per_s=count / wall, stime_server_busy=used / wall, server_us=1e6 * used / count,
+                    stime_us=1e6 * client / count)
+        record["handshakes"].append(kept)
+        show(handshake_row(kept))
+
+
+def handshake_row(h):
+    cells = "failed: {} | | | |".format(h["failed"]) if h["failed"] else \
+        "{} | {:,}: {:,.0f} ({:,} errors) | {:.0%} | {:.0%}".format(
+            "{:,}".format(h["knee"]) if h["knee"] else "none", h["rate"], h["reply_rate"], h["errors"],
+            h["server_busy"], h["client_busy"])
+    return "| {} | {} | {:,.0f} | {:.0%} | {:.0f} | {:.0f} |".format(
+        h["server"], cells, h["stime_per_s"], h["stime_server_busy"], h["server_us"], h["stime_us"])
+
+
+def handshake_head(record):
+    return ["", "The handshake in open loop (client.py --rate {} --tls, 1 exchange a connection, 1 s a step; then 3 s "
+            "at the first rate past the knee), and openssl s_time -new ({} on core {}, 5 s):".format(
+                record["rates"], record["stime_procs"], record["client_core"]), "",
+            "| server | client.py knee /s | past it: offered, replies /s | server core busy | client.py core busy "
+            "| s_time handshakes /s | server core busy | server µs a handshake | s_time µs a handshake |",
+            "|---|---:|---|---:|---:|---:|---:|---:|---:|"]
 
 
 def speed():
     """openssl speed's summary lines, on the client's core."""
-    print("\nopenssl speed -seconds 1 (on core {}):".format(CLIENT_CORE))
+    lines = []
     for args in (["ecdsap256", "ecdhp256", "ecdhx25519"], ["-evp", "aes-128-gcm"], ["-evp", "aes-256-gcm"]):
         out = subprocess.run(["openssl", "speed", "-seconds", "1", *args], capture_output=True, text=True, timeout=120,
                              preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE})).stdout
         keep = re.compile(r"^\s*(sign|op|type|\d+ bits|AES)")
-        print("\n".join("    " + line for line in out.splitlines() if keep.match(line)), flush=True)
+        lines += [line for line in out.splitlines() if keep.match(line)]
+    return lines
+
+
+def speed_text(record):
+    return ["", "openssl speed -seconds 1 (on core {}):".format(record["client_core"])] + [
+        "    " + line for line in record["openssl_speed"]]
+
+
+def markdown(record):
+    """The record as the script prints it."""
+    return "\n".join(["{python}, {openssl}, commit {commit}".format(**record)] + cost_head(record) +
+                     [cost_row(c) for c in record["costs"]] + connections_text(record) + handshake_head(record) +
+                     [handshake_row(h) for h in record["handshakes"]] + speed_text(record))
 
 
 def main():
@@ -197,14 +241,27 @@ def main():
     parser.add_argument("--rounds", type=int, default=5, help="rounds of table 1 (each about 70 s)")
     parser.add_argument("--rates", default="200:3000:200", help="the open loop's sweep, as client.py --rate takes it")
     parser.add_argument("--stime-procs", type=int, default=2, help="openssl s_time processes at once")
+    parser.add_argument("--json", action="store_true", help="print the record as JSON (what is printed goes to stderr)")
     args = parser.parse_args()
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    print("{}, {}, commit {}".format(sys.version.split()[0], ssl.OPENSSL_VERSION, git("rev-parse", "--short", "HEAD")))
-    costs(args.rounds)
-    handshakes(args.rates, args.stime_procs)
-    speed()
+    record = {"python": sys.version.split()[0], "openssl": ssl.OPENSSL_VERSION, "commit": git("rev-parse", "--short",
+                                                                                               "HEAD"),
+              "server_core": SERVER_CORE, "client_core": CLIENT_CORE, "rounds": args.rounds, "costs": [],
+              "connections": [], "rates": args.rates, "stime_procs": args.stime_procs, "handshakes": []}
+    out = sys.stderr if args.json else sys.stdout
+
+    def show(*lines):
+        print("\n".join(lines), file=out, flush=True)
+    show("{python}, {openssl}, commit {commit}".format(**record), *cost_head(record))
+    costs(record, show)
+    show(*connections_text(record), *handshake_head(record))
+    handshakes(record, show)
+    record["openssl_speed"] = speed()
+    show(*speed_text(record))
+    if args.json:
+        print(json.dumps(record, indent=1, ensure_ascii=False))
 
 
 if __name__ == "__main__":

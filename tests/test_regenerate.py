@@ -186,14 +186,155 @@ def test_each_run_set_apart_from_the_16core_table_names_the_n1_figure_it_is_comp
         assert ((shape, name) in shown) != ("a row the table does not show" in clause), clause
 
 
+def kept(tmp_path, monkeypatch, **records):
+    """regenerate.py reading its records from tmp_path, where each record is kept as its part's NAME.json."""
+    import regenerate
+    for name, record in records.items():
+        (tmp_path / (name + ".json")).write_text(json.dumps(record))
+    monkeypatch.setattr(regenerate, "RESULTS", tmp_path)
+    return regenerate
+
+
+def test_no_record_is_markdown():
+    """Every part keeps a record that render() reads by field name (issue 50): JSON, or JSON lines for traces, never a
+    script's printed table. Each "json" part's record is its PART.json. The outside 16-core measurement's folder keeps
+    its sources, its README and lscpu's output beside its JSON-lines records."""
+    import regenerate
+    results = ROOT / "bench" / "results"
+    outside = results / "scaling-16core"
+    printed = [str(path.relative_to(ROOT)) for path in results.rglob("*") if path.is_file()
+               and outside not in path.parents and path.suffix not in (".json", ".jsonl")]
+    assert not printed, "records that are not JSON: {}".format(printed)
+    assert [path.name for path in outside.glob("*.md")] == ["README.md"]
+    assert {kind for kind, about, commands in regenerate.PARTS.values()} == {"json", "own"}
+    assert all((results / (name + ".json")).exists() for name, part in regenerate.PARTS.items() if part[0] == "json")
+
+
+def test_the_stops_are_said_from_their_record(tmp_path, monkeypatch):
+    """bench/stop_cycles.py's record: each server's failed cycles and seconds, said three servers a line, then
+    each failed cycle."""
+    record = {"python": "3.12.1", "cycles": 5, "seed": 7,
+              "servers": [{"server": "echo_{}.py".format(i), "failures": [], "seconds": 1.4} for i in range(4)]}
+    record["servers"][3]["failures"] = [[2, "no EOF"]]
+    assert kept(tmp_path, monkeypatch, stops=record).run_values({"parts": {}})["stops"] == "\n".join([
+        "Python 3.12.1, 5 cycles each, seed 7",
+        "echo_0.py 0/5 failed (1 s); echo_1.py 0/5 failed (1 s); echo_2.py 0/5 failed (1 s)",
+        "echo_3.py 1/5 failed (1 s)", "echo_3.py, cycle 2: no EOF"])
+
+
+
+def test_the_idle_table_is_drawn_from_its_record(tmp_path, monkeypatch):
+    """bench/idle_clients.py's record: each server's idle clients that denied service, the seconds until service came
+    back, and the same for trickling clients (None: not by --most, or not back), and an earlier commit's with
+    --before."""
+    record = {"timeout": 5.0, "most": 100, "before": None, "servers": [
+        {"server": "echo_epoll.py", "denied": None, "back_s": None, "trickle_denied": None, "trickle_back_s": None},
+        {"server": "echo_prefork.py", "denied": 10, "back_s": 4.83, "trickle_denied": 10, "trickle_back_s": None},
+        {"server": "echo_simple.py", "denied": 1, "back_s": None, "trickle_denied": 1, "trickle_back_s": 14.96}]}
+    table = kept(tmp_path, monkeypatch, idle=record).run_values({"parts": {}})["idle"].splitlines()
+    assert table[0].startswith("| server | with --timeout 5: idle clients") and "a byte every 2.5 s" in table[0]
+    assert table[2:] == ["| echo_epoll.py | not by 100 | - | not by 100 |",
+                         "| echo_prefork.py | 10 | 4.8 s | 10 deny it, held while they trickle |",
+                         "| echo_simple.py | 1 | not in 20 s | 1 deny it (service back after 15.0 s) |"]
+    import idle_clients
+    record.update(before="abc123", servers=[dict(record["servers"][1], before={"denied": 1, "back_s": None})])
+    assert idle_clients.markdown(record).splitlines()[2] == \
+        "| echo_prefork.py | 1 | not in 20 s | 10 | 4.8 s | 10 deny it, held while they trickle |"
+
+
+def test_the_stopped_worker_tables_and_sentences_read_its_records(tmp_path, monkeypatch):
+    """bench/stopped_worker.py's records (one per --workers: each run's client.py --json figures): its tables, and
+    the sentences that say how many responses waited 100 ms or more, read by field."""
+    def run(server, waited, **more):
+        return {"server": server, "figures": more or dict(
+            connections=8000, scheduled=8000, errors=0, p50_ms=0.71, p99_ms=1.2, max_ms=1038.4,
+            responses_100ms_or_more=waited, responses_1s_or_more=waited // 2)}
+    records = [{"workers": n, "rate": 2000, "duration_s": 4.0, "stop_at_s": 1.0, "stop_s": 1.0, "runs": [
+        run("echo_shared_socket.py --workers {} --accept all".format(n), 0),
+        run("echo_reuseport.py --workers {}".format(n), 985 if n == 2 else 504),
+        run("echo_prefork.py --workers {}".format(n), 2002 if n == 2 else 0),
+        run("echo_selectors_process.py --workers {}".format(n), 278, failed="no port")]} for n in (2, 4)]
+    regenerate = kept(tmp_path, monkeypatch, stopped=records)
+    v = regenerate.shared_values()
+    assert v["stopped_reuseport"] == "985 and 504" and v["stopped_shared"] == "0"
+    assert v["stopped_process"] == "failed and failed"
+    assert v["prefork_stall"].endswith("stops them all: 2,002 and 0, as the stopped worker held it or not")
+    said = regenerate.run_values({"parts": {}})["stopped"].split("\n\n")
+    assert said[0] == "2 workers, 2,000 connections/s for 4 s (one exchange each); worker 1 stopped (SIGSTOP) 1 s " \
+                      "in, for 1 s." and said[2].startswith("4 workers")
+    assert said[1].splitlines()[3:] == ["| echo_reuseport.py --workers 2 | 8,000 of 8,000 | 0 | 0.7 | 1 | 1038 | 985 "
+                                        "| 492 |", "| echo_prefork.py --workers 2 | 8,000 of 8,000 | 0 | 0.7 | 1 | "
+                                        "1038 | 2,002 | 1,001 |", "| echo_selectors_process.py --workers 2 | failed: "
+                                        "no port | | | | | | |"]
+
+
+def test_the_pythons_table_and_the_pinned_figure_read_its_record(tmp_path, monkeypatch):
+    """bench/python_versions.py's record: each server's median a Python and its ratios to the first; RESULTS.md's
+    pinned asyncio figure is the first Python's median, read by field."""
+    record = {"command": "python3 bench/python_versions.py --python 3.11=PATH --python 3.13=PATH", "cpu": "AMD EPYC",
+              "cores": 2, "linux": "6.1", "client": "CPython 3.11.7", "client_python": "pyenv's 3.11.7",
+              "load": "--clients 100", "rounds": 3, "pythons": [
+                  {"label": "3.11", "build": "CPython 3.11.7, -O3", "where": "pyenv's 3.11.7"},
+                  {"label": "3.13", "build": "CPython 3.13.0, -O3", "where": "pyenv's 3.13.0"}],
+              "servers": [{"server": "echo_asyncio_protocol.py", "median": {"3.11": 35666.6, "3.13": 34919.2},
+                           "ratio": {"3.13": {"median": 0.9789, "min": 0.9512, "max": 1.0523}}}]}
+    regenerate = kept(tmp_path, monkeypatch, pythons=record)
+    said = regenerate.run_values({"parts": {}})["pythons"].splitlines()
+    assert said[0] == "Command: `python3 bench/python_versions.py --python 3.11=PATH --python 3.13=PATH`"
+    assert said[2] == "Machine: AMD EPYC, 2 cores, Linux 6.1; client: CPython 3.11.7 (pyenv's 3.11.7), `client.py " \
+                      "--clients 100`" and said[5] == "- 3.13: CPython 3.13.0, -O3 (pyenv's 3.13.0)"
+    assert said[-1] == "| echo_asyncio_protocol.py | 35,667 | 34,919 | 0.979 (0.951-1.052) |"
+    monkeypatch.setattr(regenerate, "tables", lambda name: {"article-100": {"rows": [regenerate.client.Run(
+        server="echo_asyncio_protocol.py", msgs_per_server_cpu_s=71333.2)]}} if name == "article" else {})
+    assert regenerate.size_values()["protocol_pinned"] == "0.50x its article-100 figure, 35,667 against 71,333"
+
+
+def test_the_scaling_table_here_is_drawn_from_its_record(tmp_path, monkeypatch):
+    """bench/scaling.py's record (scaling-runs.json): its summary's rows, by field, and the verdict under them."""
+    summary = [{"shape": "held", "server": "echo_thread.py", "n": 1, "runs": 3, "failed": [], "msgs_per_s": 89521.4,
+                "msgs_per_server_cpu_s": 90619, "server_busy": 0.99, "load_busy": 0.814, "load_cpus": 1,
+                "limit": "the server's", "vs_1": 1.0},
+               {"shape": "short", "server": "echo_reuseport.py", "n": 1, "runs": 0, "failed": ["no port"], "limit": "-"}]
+    v = kept(tmp_path, monkeypatch, **{"scaling-runs": {"summary": summary}}).scaling_values()
+    assert v["scaling_table"].splitlines()[2:] == [
+        "| held | echo_thread.py | 1 | 89,521 | 1.00x | 90,619 | 99% | 81% (1) | the server's |",
+        "| short | echo_reuseport.py | 1 | fails: no port | | | | | |"]
+    assert v["scaling_verdict"] == "No run's load filled its CPUs: msgs/s is the servers'."
+
+
+def test_tls_cost_keeps_a_record_that_render_reads_by_field(tmp_path, monkeypatch, capsys):
+    """bench/tls_cost.py --json, its measurements made up (no server): the record it prints holds the figures by name,
+    and RESULTS.md's TLS section is that record as the script prints it."""
+    import tls_cost
+    rates = iter([100.0, 50.0, 110.0, 40.0] * 100)  # plain, TLS, in each round's order
+    monkeypatch.setattr(tls_cost, "run", lambda script, flags, shape, tls: (next(rates), {
+        "client_cpu_s": 0.5, "handshakes": 1000}))
+    monkeypatch.setattr(tls_cost, "open_loop", lambda script, flags, rates: (2200, 2400, {
+        "connections": 7000, "reply_rate": 2242.4, "duration_s": 3.0, "errors": 0, "client_cpu_s": 3.1}, 1.96))
+    monkeypatch.setattr(tls_cost, "s_time", lambda script, flags, procs: (8640, 3.0, 4.7, 5.0))
+    monkeypatch.setattr(tls_cost, "speed", lambda: ["type 16 bytes", "AES-128-GCM 52678.94k"])
+    monkeypatch.setattr(tls_cost, "git", lambda *args: "abc1234")
+    monkeypatch.setattr(tls_cost.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(sys, "argv", ["tls_cost.py", "--rounds", "2", "--json"])
+    tls_cost.main()
+    record = json.loads(capsys.readouterr().out)
+    first = record["costs"][0]
+    assert (first["plain_rounds"], first["tls_rounds"], first["plain"], first["tls"]) == ([100, 40], [50, 110], 70, 80)
+    assert first["ratio"] == {"median": 1.625, "min": 0.5, "max": 2.75}
+    handshake = record["handshakes"][0]
+    assert handshake["failed"] is None and handshake["knee"] == 2200 and round(handshake["stime_per_s"]) == 1728
+    said = kept(tmp_path, monkeypatch, tls=record).run_values({"parts": {}})["tls"].splitlines()
+    assert said[0].endswith(", commit abc1234") and "2 rounds" in said[1]
+    assert said[5] == "| echo_selectors(_tls).py | article-100 | 70 | 80 | 1.625 (0.500-2.750) |"
+    assert "| echo_selectors_tls.py | 2,200 | 2,400: 2,242 (0 errors) | 63% | 99% | 1,728 | 60% | 347 | 544 |" in said
+    assert said[-3:] == ["openssl speed -seconds 1 (on core {}):".format(tls_cost.CLIENT_CORE), "    type 16 bytes",
+                         "    AES-128-GCM 52678.94k"]
+
 # ---- what a held client costs: bench/held.py's records, made up (tests/helpers.py's held_record())
 
 def kept_held(tmp_path, monkeypatch, record):
     """regenerate.py reading its records from tmp_path, where record is kept as held.json."""
-    import regenerate
-    (tmp_path / "held.json").write_text(json.dumps(record))
-    monkeypatch.setattr(regenerate, "RESULTS", tmp_path)
-    return regenerate
+    return kept(tmp_path, monkeypatch, held=record)
 
 
 def test_the_held_table_has_every_server_at_the_most_it_held_the_cheapest_first(tmp_path, monkeypatch):
