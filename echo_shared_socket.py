@@ -10,7 +10,9 @@ everything queued (up to 100), "one" takes one per wake-up (the article's way),
 "exclusive" registers the socket with EPOLLEXCLUSIVE (Linux 4.5+) so the kernel
 wakes one worker, which takes everything queued.
 Trade-off: no worker is tied to connections it cannot serve, but the spread
-follows who wakes first, not the load (see RESULTS.md).
+follows who wakes first, not the load (see RESULTS.md); a worker whose clients
+take 7/8 of its descriptors leaves new ones to the others, as NGINX's
+accept_disabled does, or it would shed them while the others had room.
 Run: python3 echo_shared_socket.py [--port 7777] [--workers N] [--accept all|one|exclusive]
 Builds on: echo_reuseport.py.
 """
@@ -29,6 +31,11 @@ import sys
 import time
 import traceback
 
+try:
+    import resource  # the descriptor limit: a crowded worker leaves new clients to the others (accept_loop())
+except ImportError:  # not on Windows, where this pattern cannot run (no fork)
+    resource = None
+
 if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
     sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
 
@@ -37,6 +44,8 @@ BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewe
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 MAX_BUFFER = 1 << 20  # stop reading a client while this much waits to go back to it
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
+CROWDED = 7 / 8  # a worker whose clients take more of its descriptors leaves new ones to the others
+CROWDED_TURN = 0.01  # and takes one itself only this often, in seconds (one is shed if all are full)
 
 
 class Client:
@@ -56,13 +65,21 @@ def accept_loop(server_sock, accept):
         # Selectors cannot pass EPOLLEXCLUSIVE, with which the kernel wakes one worker *waiting in* epoll_wait():
         # this worker waits in an epoll of its own, on the socket and on the selector (readable while a client is).
         waiting = select.epoll()
-        waiting.register(server_sock.fileno(), select.EPOLLIN | select.EPOLLEXCLUSIVE)
         waiting.register(selector.fileno(), select.EPOLLIN)
+        listening = waiting, select.EPOLLIN | select.EPOLLEXCLUSIVE
     else:
-        selector.register(server_sock, selectors.EVENT_READ)
+        listening = selector, selectors.EVENT_READ
+    listening[0].register(server_sock, *listening[1:])
     deadlines = SelectorDeadlines(selector, TIMEOUT)
+    # Whoever wakes first takes the client, so one worker can run out of descriptors while others idle: crowded,
+    # it leaves the socket to them (nginx's accept_disabled), and takes a turn every CROWDED_TURN seconds.
+    soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if resource else -1
+    crowd = soft * CROWDED if soft >= 0 else math.inf  # -1: no limit (RLIM_INFINITY)
+    next_turn = None
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
         wait, woken = deadlines.next_wakeup(), False
+        if next_turn:
+            wait = max(0.0, min(math.inf if wait is None else wait, next_turn - deadlines.now))
         if accept == "exclusive" and deadlines.grace_end == math.inf:  # once stopping, it has no socket to wait on
             woken = server_sock.fileno() in dict(waiting.poll(wait))
             wait = 0  # the clients' events wait in the selector: take them without waiting again
@@ -82,6 +99,14 @@ def accept_loop(server_sock, accept):
                 break  # what every connection wants has changed: ask select() again
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         deadlines.close_expired(now)
+        crowded = len(deadlines) >= crowd and deadlines.grace_end == math.inf  # the stop closed the socket
+        if crowded and not next_turn:
+            listening[0].unregister(server_sock)
+        elif crowded and now >= next_turn:
+            accept_clients(selector, server_sock, 1, deadlines, now)
+        elif next_turn and not crowded and deadlines.grace_end == math.inf:
+            listening[0].register(server_sock, *listening[1:])
+        next_turn = (next_turn if next_turn and now < next_turn else now + CROWDED_TURN) if crowded else None
 
 
 def accept_clients(selector, server_sock, most, deadlines, now):
