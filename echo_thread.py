@@ -137,9 +137,11 @@ def wait_to_receive(sock):
     what comes is dropped: False at EOF or the grace's end (the loop closes it, and takes any client
     still queued only to close it: a FIN, where an exit would have the kernel reset it)."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-    while time.monotonic() < grace_end:
-        if stop_noted():
+    while True:
+        if stop_noted():  # read first: a second stop signal ends the server here, even after the grace
             sock.shutdown(socket.SHUT_WR)
+        if time.monotonic() >= grace_end:
+            return False
         ready = sock.gettimeout() != 0 or wait_ready(sock, until_grace_end(TIMEOUT))
         if ready is None and not stopping:
             raise TimeoutError
@@ -147,7 +149,6 @@ def wait_to_receive(sock):
             return True
         if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
             return False
-    return False
 
 
 def keep_echoing(sock):
