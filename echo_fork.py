@@ -13,6 +13,7 @@ import argparse
 import atexit
 import contextlib
 import errno
+import math
 import os
 import select
 import signal
@@ -27,15 +28,13 @@ BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
-stopping = False  # True once a stop signal came: accept() takes only the clients already queued
-deadline = None  # a child's: when the grace ends, once the parent's SIGTERM came
 connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
     # Reap each child as it ends (waitpid(WNOHANG)): the article never did, and zombies piled up.
     signal.signal(signal.SIGCHLD, lambda signum, frame: finished_children())
-    take_stop_signals(stop_accepting)
+    wakeup_pipe()
     log("Ready For Accept")
     while True:
         try:
@@ -71,7 +70,7 @@ def send_recv_loop(sock):
 def start_worker(server_sock, sock, address):
     """Fork a child to serve this client; it leaves with os._exit() so it never runs the parent's code."""
     global log_prefix
-    # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
+    # Held across fork(): Python clears, in a new child, the signals that came before its handler: SIGTERM waits.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
         pid = os.fork()
@@ -105,9 +104,11 @@ log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
+grace_end = math.inf  # when the grace ends, once stopping
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): every wait_ready() watches it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
@@ -120,34 +121,25 @@ PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHL
 children = {}  # pid of each child -> the arguments it was started with
 
 
-def take_stop_signals(handler):
-    """From now on, each stop signal ends wait_ready()'s wait and calls handler(signum, frame), which sets
-    flags and never raises: raised in accept() or send(), an exception would lose a client or a count."""
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handler)
-    release_stop_signals()  # those start_listening()'s handler noted until now come now
-
-
 def take_child_signals():
-    """A child's stop: its parent's SIGTERM calls stop_child(), and SIGALRM cuts what is left once the
-    grace is over; each writes a byte that ends wait_ready(), to a wake-up pipe of the child's own (the
-    parent's wakes the parent). Set while the signals are held (across fork()); then they come in,
-    Ctrl-C ignored: the parent relays it as SIGTERM, so a worker counts one stop."""
+    """A child's stop: its parent's SIGTERM, noted by stop_child(), ends wait_ready()'s waits through a
+    wake-up pipe of the child's own (the parent's wakes the parent). Set while the signals are held (across
+    fork()); then they come in, Ctrl-C ignored: the parent relays it as SIGTERM, so a worker counts one stop."""
     wakeup_pipe()
+    stop_signals.clear()  # what the parent noted before it forked is the parent's to act on
     signal.signal(signal.SIGTERM, stop_child)
-    signal.signal(signal.SIGALRM, lambda signum, frame: cut(socket.SHUT_RDWR))  # the grace is over
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group
     signal.pthread_sigmask(signal.SIG_UNBLOCK, PARENT_SIGNALS)
 
 
 def wait_for_client(server_sock):
-    """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
+    """True once a client is queued, after a wait a stop signal ends; once one is noted, KeyboardInterrupt
+    when none is: the loop takes only the clients already queued."""
     if server_sock.getblocking():  # once: a blocking accept() would wait on after a stop signal (PEP 475)
         server_sock.setblocking(False)
-    while not (stopping or wait_ready(server_sock)):
+    while not (stop_signals or wait_ready(server_sock)):
         pass
-    if stopping and not select.select([server_sock], [], [], 0)[0]:
+    if stop_signals and not select.select([server_sock], [], [], 0)[0]:
         raise KeyboardInterrupt
     return True
 
@@ -155,7 +147,7 @@ def wait_for_client(server_sock):
 @contextlib.contextmanager
 def serving(sock):
     """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
-    and the stop's cut() forgets the connection before it is closed."""
+    and out of `connections` (which the thread servers' cut() reads) before it is closed."""
     sock.setblocking(False)
     with sock:
         try:
@@ -165,33 +157,38 @@ def serving(sock):
 
 
 def wait_to_receive(sock):
-    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv(): cut()
-    ends it); TimeoutError after TIMEOUT s. Stopping, it drops what comes: False at EOF or the grace's end."""
+    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv() itself:
+    the main thread's cut() ends it); TimeoutError after TIMEOUT s. Stopping, our write side is shut and
+    what comes is dropped: False at EOF or the grace's end (the loop closes it, and takes any client
+    still queued only to close it: a FIN, where an exit would have the kernel reset it)."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-    while not (deadline and time.monotonic() > deadline):
-        if deadline:
+    while True:
+        if stop_noted():  # read first: a second stop signal ends the server here, even after the grace
             sock.shutdown(socket.SHUT_WR)
-        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
-        if ready is None:
+        if time.monotonic() >= grace_end:
+            return False
+        ready = sock.gettimeout() != 0 or wait_ready(sock, until_grace_end(TIMEOUT))
+        if ready is None and not stopping:
             raise TimeoutError
-        if ready and not deadline:
+        if ready and not stopping:
             return True
         if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
             return False
-    return False
 
 
 def keep_echoing(sock):
     """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
     connections[sock] = False  # in the middle of an echo: a stop lets it finish
-    return not deadline or wait_to_receive(sock)
+    return not stopping or wait_to_receive(sock)
 
 
 def wait_for_room(sock, data):
-    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT, and say 0 bytes went, for the
-    loop to send again. Linux says "writable" only once a third of the buffer is free: at the deadline, one
-    more send() decides, and what it sent is said; TimeoutError if nothing went."""
-    if wait_ready(sock, TIMEOUT, write=True) is not None:
+    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT (once stopping, to the grace's
+    end), and say 0 bytes went, for the loop to send again. Linux says "writable" only once a third of the
+    buffer is free: at the deadline, one more send() decides, and what it sent is said; TimeoutError if
+    nothing went."""
+    stop_noted()  # a second stop signal ends the server here, a first starts the grace
+    if wait_ready(sock, until_grace_end(TIMEOUT), write=True) is not None:
         return 0
     try:
         return sock.send(data)
@@ -199,37 +196,28 @@ def wait_for_room(sock, data):
         raise TimeoutError from None
 
 
-def stop_accepting(signum, frame):
-    """The parent's first Ctrl-C or SIGTERM: accept() takes only the clients already queued (each
-    gets a child, stopped with the others), then fails. Blocked from now on, a second signal waits
-    for stop_children(), which then kills the children at once."""
-    global stopping
-    signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)  # first: start_worker() may have unblocked them again
-    if stopping:  # a second that came before the first's handler ran: pending again, for stop_children()
-        signal.raise_signal(signum)
-        return
-    stopping = True
-
-
 def stop_child(signum, frame):
-    """A child's SIGTERM, from the parent's stop: the client gets its echo, then EOF, until the grace
-    is over; a second one changes nothing (the parent acts on a second signal). It sets flags and
-    shuts the write side of the clients that wait for a new chunk, never raising."""
-    global stopping, deadline
-    if deadline:
-        return
-    stopping, deadline = True, time.monotonic() + GRACE
-    signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # then SIGALRM: cut what is left
-    cut(socket.SHUT_WR)
+    """A child's SIGTERM, from its parent's stop: noted once, for stop_noted() to start the grace. A
+    second (a kill of the whole group, as systemd's) is the parent's to act on: it changes nothing here."""
+    stop_signals[:] = [signum]
 
 
-def cut(how):
-    """At a stop, SHUT_WR the connections waiting for a chunk (one mid-echo shuts its own once sent, in
-    wait_to_receive()); at the end of the grace, SHUT_RDWR all."""
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
+def until_grace_end(timeout):
+    """A wait's timeout in seconds, None for none (as TIMEOUT's 0 says), cut to what is left of the grace
+    once stopping (0 or less once it is over): a blocking loop ends the grace by its waits' timeouts."""
+    left = grace_end - time.monotonic()  # math.inf until a stop
+    return left if left < (timeout or math.inf) else timeout or None
+
+
+def stop_noted():
+    """True once a stop signal is noted (stop_signals): the first sets `stopping` and starts the grace; a
+    second, or two at once, ends the server here, exit status 1 (log() flushed every line)."""
+    global stopping, grace_end
+    if len(stop_signals) > 1:
+        os._exit(1)
+    if stop_signals and not stopping:
+        stopping, grace_end = True, time.monotonic() + GRACE
+    return stopping
 
 
 def log(fmt, *args):
@@ -394,15 +382,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def finished_children():
     """Reap every child that has ended (the article never did: zombies piled up), and
     say which: [(pid, status, the arguments it was started with), ...]."""
@@ -438,16 +417,17 @@ def wakeup_pipe():
 
 def wait_ready(sock, timeout=None, write=False):
     """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
-    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    None after timeout seconds (None: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
+    timeout = None if timeout is None else max(timeout, 0)  # 0: a look, no wait (the grace is over)
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
         poller = select.poll()
         poller.register(sock, select.POLLOUT if write else select.POLLIN)
         poller.register(wakeup_sock, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll(timeout * 1000 if timeout else None)]
+        ready = [fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)]
     else:  # Windows: select() takes sockets only, as these two are
-        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout or None)
+        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout)
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn
@@ -457,23 +437,26 @@ def wait_ready(sock, timeout=None, write=False):
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
-    and takes them with sigwait(), never in a handler."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals and
+    takes them in a wait whose timeout is its clock (sigtimedwait()), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    deadline, again = time.monotonic() + GRACE + 1, False
+    deadline, again = time.monotonic() + GRACE + 1, len(stop_signals) > 1  # two noted before the block
     while not again:
         finished_children()
-        grace = deadline - time.monotonic()
-        if not children or grace <= 0:
+        left = deadline - time.monotonic()
+        if not children or left <= 0:
             break
-        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
-    signal.setitimer(signal.ITIMER_REAL, 0)
+        if hasattr(signal, "sigtimedwait"):
+            taken = signal.sigtimedwait(PARENT_SIGNALS, left)  # None once the time is up
+            again = taken is not None and taken.si_signo in STOP_SIGNALS  # SIGCHLD: look again
+        else:  # macOS has no sigtimedwait(): what is pending, every 10 ms
+            time.sleep(min(left, 0.01))
+            again = bool(signal.sigpending() & set(STOP_SIGNALS))
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)

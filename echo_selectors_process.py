@@ -589,23 +589,26 @@ def signal_pipe():
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
-    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals
-    and takes them with sigwait(), never in a handler."""
+    a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals and
+    takes them in a wait whose timeout is its clock (sigtimedwait()), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGTERM)
-    deadline, again = time.monotonic() + GRACE + 1, False
+    deadline, again = time.monotonic() + GRACE + 1, len(stop_signals) > 1  # two noted before the block
     while not again:
         finished_children()
-        grace = deadline - time.monotonic()
-        if not children or grace <= 0:
+        left = deadline - time.monotonic()
+        if not children or left <= 0:
             break
-        signal.setitimer(signal.ITIMER_REAL, grace)  # SIGALRM when the grace is over
-        again = signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS  # a stray SIGCHLD or SIGALRM: look again
-    signal.setitimer(signal.ITIMER_REAL, 0)
+        if hasattr(signal, "sigtimedwait"):
+            taken = signal.sigtimedwait(PARENT_SIGNALS, left)  # None once the time is up
+            again = taken is not None and taken.si_signo in STOP_SIGNALS  # SIGCHLD: look again
+        else:  # macOS has no sigtimedwait(): what is pending, every 10 ms
+            time.sleep(min(left, 0.01))
+            again = bool(signal.sigpending() & set(STOP_SIGNALS))
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)

@@ -13,12 +13,12 @@ import argparse
 import atexit
 import contextlib
 import errno
+import math
 import os
 import select
 import signal
 import socket
 import sys
-import threading
 import time
 
 if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail further on, with a traceback
@@ -28,13 +28,11 @@ BACKLOG = 5  # the article's backlog: Linux queues six clients while one is serv
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
-stopping = False  # True once a stop signal came: accept() takes only the clients already queued
-deadline = None  # when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
-    take_stop_signals(stop_server)
+    wakeup_pipe()  # a byte per Ctrl-C or SIGTERM ends wait_ready()'s waits: they read the note (stop_noted())
     log("Ready For Accept")
     while True:
         try:
@@ -80,9 +78,11 @@ log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
+grace_end = math.inf  # when the grace ends, once stopping
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): every wait_ready() watches it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
@@ -91,22 +91,14 @@ KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
 
 
-def take_stop_signals(handler):
-    """From now on, each stop signal ends wait_ready()'s wait and calls handler(signum, frame), which sets
-    flags and never raises: raised in accept() or send(), an exception would lose a client or a count."""
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handler)
-    release_stop_signals()  # those start_listening()'s handler noted until now come now
-
-
 def wait_for_client(server_sock):
-    """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
+    """True once a client is queued, after a wait a stop signal ends; once one is noted, KeyboardInterrupt
+    when none is: the loop takes only the clients already queued."""
     if server_sock.getblocking():  # once: a blocking accept() would wait on after a stop signal (PEP 475)
         server_sock.setblocking(False)
-    while not (stopping or wait_ready(server_sock)):
+    while not (stop_signals or wait_ready(server_sock)):
         pass
-    if stopping and not select.select([server_sock], [], [], 0)[0]:
+    if stop_signals and not select.select([server_sock], [], [], 0)[0]:
         raise KeyboardInterrupt
     return True
 
@@ -114,7 +106,7 @@ def wait_for_client(server_sock):
 @contextlib.contextmanager
 def serving(sock):
     """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
-    and the stop's cut() forgets the connection before it is closed."""
+    and out of `connections` (which the thread servers' cut() reads) before it is closed."""
     sock.setblocking(False)
     with sock:
         try:
@@ -124,33 +116,38 @@ def serving(sock):
 
 
 def wait_to_receive(sock):
-    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv(): cut()
-    ends it); TimeoutError after TIMEOUT s. Stopping, it drops what comes: False at EOF or the grace's end."""
+    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv() itself:
+    the main thread's cut() ends it); TimeoutError after TIMEOUT s. Stopping, our write side is shut and
+    what comes is dropped: False at EOF or the grace's end (the loop closes it, and takes any client
+    still queued only to close it: a FIN, where an exit would have the kernel reset it)."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-    while not (deadline and time.monotonic() > deadline):
-        if deadline:
+    while True:
+        if stop_noted():  # read first: a second stop signal ends the server here, even after the grace
             sock.shutdown(socket.SHUT_WR)
-        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
-        if ready is None:
+        if time.monotonic() >= grace_end:
+            return False
+        ready = sock.gettimeout() != 0 or wait_ready(sock, until_grace_end(TIMEOUT))
+        if ready is None and not stopping:
             raise TimeoutError
-        if ready and not deadline:
+        if ready and not stopping:
             return True
         if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
             return False
-    return False
 
 
 def keep_echoing(sock):
     """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
     connections[sock] = False  # in the middle of an echo: a stop lets it finish
-    return not deadline or wait_to_receive(sock)
+    return not stopping or wait_to_receive(sock)
 
 
 def wait_for_room(sock, data):
-    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT, and say 0 bytes went, for the
-    loop to send again. Linux says "writable" only once a third of the buffer is free: at the deadline, one
-    more send() decides, and what it sent is said; TimeoutError if nothing went."""
-    if wait_ready(sock, TIMEOUT, write=True) is not None:
+    """A send() found no room: wait for some in wait_ready(), at most TIMEOUT (once stopping, to the grace's
+    end), and say 0 bytes went, for the loop to send again. Linux says "writable" only once a third of the
+    buffer is free: at the deadline, one more send() decides, and what it sent is said; TimeoutError if
+    nothing went."""
+    stop_noted()  # a second stop signal ends the server here, a first starts the grace
+    if wait_ready(sock, until_grace_end(TIMEOUT), write=True) is not None:
         return 0
     try:
         return sock.send(data)
@@ -158,24 +155,22 @@ def wait_for_room(sock, data):
         raise TimeoutError from None
 
 
-def stop_server(signum, frame):
-    """The first Ctrl-C or SIGTERM sets flags (accept() takes only the clients already queued) and shuts the
-    write side of those waiting for a chunk: each has every echo, then EOF. A second signal exits at once."""
-    global stopping, deadline
-    if stopping:
-        os._exit(1)  # even inside the first's after_grace(): log() flushed, the kernel closes sockets and timer
-    stopping, deadline = True, time.monotonic() + GRACE
-    after_grace(lambda: cut(socket.SHUT_RDWR))
-    cut(socket.SHUT_WR)
+def until_grace_end(timeout):
+    """A wait's timeout in seconds, None for none (as TIMEOUT's 0 says), cut to what is left of the grace
+    once stopping (0 or less once it is over): a blocking loop ends the grace by its waits' timeouts."""
+    left = grace_end - time.monotonic()  # math.inf until a stop
+    return left if left < (timeout or math.inf) else timeout or None
 
 
-def cut(how):
-    """At a stop, SHUT_WR the connections waiting for a chunk (one mid-echo shuts its own once sent, in
-    wait_to_receive()); at the end of the grace, SHUT_RDWR all."""
-    for sock, waiting in list(connections.items()):
-        if waiting or how == socket.SHUT_RDWR:
-            with contextlib.suppress(OSError):  # closed or reset meanwhile
-                sock.shutdown(how)
+def stop_noted():
+    """True once a stop signal is noted (stop_signals): the first sets `stopping` and starts the grace; a
+    second, or two at once, ends the server here, exit status 1 (log() flushed every line)."""
+    global stopping, grace_end
+    if len(stop_signals) > 1:
+        os._exit(1)
+    if stop_signals and not stopping:
+        stopping, grace_end = True, time.monotonic() + GRACE
+    return stopping
 
 
 def log(fmt, *args):
@@ -340,29 +335,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
-def after_grace(action):
-    """Call action() GRACE seconds from now: on SIGALRM, or where there is none (Windows), in a timer thread.
-    Cancelled at exit: Python's exit puts SIGALRM's default back, and a ring then would be 'Alarm clock'."""
-    if hasattr(signal, "setitimer"):
-        signal.signal(signal.SIGALRM, lambda signum, frame: action())
-        signal.setitimer(signal.ITIMER_REAL, GRACE or 1e-6)  # 0 would never ring
-        atexit.register(signal.setitimer, signal.ITIMER_REAL, 0)
-        return
-    timer = threading.Timer(GRACE, action)
-    timer.daemon = True  # the process may end before it rings
-    timer.start()
-    atexit.register(timer.cancel)
-
-
 def wakeup_pipe():
     """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
     socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
@@ -382,16 +354,17 @@ def wakeup_pipe():
 
 def wait_ready(sock, timeout=None, write=False):
     """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
-    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    None after timeout seconds (None: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
+    timeout = None if timeout is None else max(timeout, 0)  # 0: a look, no wait (the grace is over)
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
         poller = select.poll()
         poller.register(sock, select.POLLOUT if write else select.POLLIN)
         poller.register(wakeup_sock, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll(timeout * 1000 if timeout else None)]
+        ready = [fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)]
     else:  # Windows: select() takes sockets only, as these two are
-        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout or None)
+        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout)
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn

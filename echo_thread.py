@@ -14,6 +14,7 @@ import argparse
 import atexit
 import contextlib
 import errno
+import math
 import os
 import select
 import signal
@@ -29,13 +30,11 @@ BACKLOG = 256  # the article's backlog; --backlog sets another
 BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewer calls
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
-stopping = False  # True once a stop signal came: accept() takes only the clients already queued
-deadline = None  # when the grace ends, once a stop signal came
 connections = {}  # each connection served -> True while it waits for a chunk, False while echoed
 
 
 def accept_loop(server_sock):
-    take_stop_signals(stop_threads)
+    wakeup_pipe()
     log("Ready For Accept")
     while True:
         try:
@@ -95,9 +94,11 @@ log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe())
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
+stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
+grace_end = math.inf  # when the grace ends, once stopping
+wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): every wait_ready() watches it
 # TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
 # it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
 # KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
@@ -106,22 +107,14 @@ KEEPALIVE_INTERVAL = 15
 KEEPALIVE_COUNT = 4
 
 
-def take_stop_signals(handler):
-    """From now on, each stop signal ends wait_ready()'s wait and calls handler(signum, frame), which sets
-    flags and never raises: raised in accept() or send(), an exception would lose a client or a count."""
-    wakeup_pipe()
-    for signum in STOP_SIGNALS:
-        signal.signal(signum, handler)
-    release_stop_signals()  # those start_listening()'s handler noted until now come now
-
-
 def wait_for_client(server_sock):
-    """True once a client is queued, after a wait a stop signal ends; stopping, KeyboardInterrupt once none is."""
+    """True once a client is queued, after a wait a stop signal ends; once one is noted, KeyboardInterrupt
+    when none is: the loop takes only the clients already queued."""
     if server_sock.getblocking():  # once: a blocking accept() would wait on after a stop signal (PEP 475)
         server_sock.setblocking(False)
-    while not (stopping or wait_ready(server_sock)):
+    while not (stop_signals or wait_ready(server_sock)):
         pass
-    if stopping and not select.select([server_sock], [], [], 0)[0]:
+    if stop_signals and not select.select([server_sock], [], [], 0)[0]:
         raise KeyboardInterrupt
     return True
 
@@ -129,7 +122,7 @@ def wait_for_client(server_sock):
 @contextlib.contextmanager
 def serving(sock):
     """As `with sock:`, non-blocking (its waits are wait_ready()'s; a thread's socket gets a timeout instead),
-    and the stop's cut() forgets the connection before it is closed."""
+    and out of `connections` (which the thread servers' cut() reads) before it is closed."""
     sock.setblocking(False)
     with sock:
         try:
@@ -139,57 +132,49 @@ def serving(sock):
 
 
 def wait_to_receive(sock):
-    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv(): cut()
-    ends it); TimeoutError after TIMEOUT s. Stopping, it drops what comes: False at EOF or the grace's end."""
+    """True once recv() has a chunk or EOF, after a wait a stop signal ends (a thread waits in recv() itself:
+    the main thread's cut() ends it); TimeoutError after TIMEOUT s. Stopping, our write side is shut and
+    what comes is dropped: False at EOF or the grace's end (the loop closes it, and takes any client
+    still queued only to close it: a FIN, where an exit would have the kernel reset it)."""
     connections[sock] = True  # all its echo is sent: a stop may shut our write side from here on
-    while not (deadline and time.monotonic() > deadline):
-        if deadline:
+    while True:
+        if stop_noted():  # read first: a second stop signal ends the server here, even after the grace
             sock.shutdown(socket.SHUT_WR)
-        ready = sock.gettimeout() != 0 or wait_ready(sock, TIMEOUT)
-        if ready is None:
+        if time.monotonic() >= grace_end:
+            return False
+        ready = sock.gettimeout() != 0 or wait_ready(sock, until_grace_end(TIMEOUT))
+        if ready is None and not stopping:
             raise TimeoutError
-        if ready and not deadline:
+        if ready and not stopping:
             return True
         if ready and not sock.recv(BUFSIZE):  # stopping: dropped; b"": the client has closed
             return False
-    return False
 
 
 def keep_echoing(sock):
     """True, to echo what recv() returned; False if a stop came meanwhile (wait_to_receive() drops the rest)."""
     connections[sock] = False  # in the middle of an echo: a stop lets it finish
-    return not deadline or wait_to_receive(sock)
-
-
-def stop_threads(signum, frame):
-    """The first Ctrl-C or SIGTERM, in the main thread: shut the write side of the clients that wait
-    for a new chunk (one in the middle of a send() shuts its own once sent), and end the main thread's
-    wait (its byte); join_threads() then waits out the grace. A second signal exits at once. It sets
-    flags and never raises: the main thread may be in the middle of an accept()."""
-    global stopping, deadline
-    if stopping:
-        sys.exit(1)
-    stopping, deadline = True, time.monotonic() + GRACE
-    cut(socket.SHUT_WR)
+    return not stopping or wait_to_receive(sock)
 
 
 def join_threads():
-    """In the main thread, once a stop came: wait for the threads until the grace is over, then cut
-    what is left."""
+    """In the main thread, once a stop signal is noted: shut the write side of the clients that wait for a
+    chunk, wait for the threads until the grace is over, then cut what is left."""
     log("Shutdown")
-    wait_for_threads(deadline)
+    stop_noted()
+    cut(socket.SHUT_WR)
+    wait_for_threads(grace_end)
     cut(socket.SHUT_RDWR)  # recv() and send() return at once
-    wait_for_threads(deadline + 1)  # and a second more for them to close their sockets
+    wait_for_threads(grace_end + 1)  # and a second more for them to close their sockets
 
 
 def wait_for_threads(until):
-    """Join every other thread, until the monotonic time until."""
-    for thread in threading.enumerate():
-        # is_alive(): a stop signal may have come in the middle of a start(), before the thread ran.
-        # join() in slices of 0.1 s: a second signal that came just before join() went to sleep
-        # has its handler run at the next slice, not when the grace is over.
-        while thread is not threading.current_thread() and thread.is_alive() and time.monotonic() < until:
-            thread.join(min(until - time.monotonic(), 0.1))
+    """Wait until every other thread has ended, or the monotonic time until. A thread's end wakes
+    nothing: it looks every 0.1 s; a second stop signal's byte ends the wait at once (stop_noted())."""
+    while threading.active_count() > 1 and time.monotonic() < until:
+        if select.select([wakeup_sock], [], [], max(min(until - time.monotonic(), 0.1), 0))[0]:
+            wakeup_sock.recv(512)
+        stop_noted()
 
 
 def cut(how):
@@ -199,6 +184,24 @@ def cut(how):
         if waiting or how == socket.SHUT_RDWR:
             with contextlib.suppress(OSError):  # closed or reset meanwhile
                 sock.shutdown(how)
+
+
+def until_grace_end(timeout):
+    """A wait's timeout in seconds, None for none (as TIMEOUT's 0 says), cut to what is left of the grace
+    once stopping (0 or less once it is over): a blocking loop ends the grace by its waits' timeouts."""
+    left = grace_end - time.monotonic()  # math.inf until a stop
+    return left if left < (timeout or math.inf) else timeout or None
+
+
+def stop_noted():
+    """True once a stop signal is noted (stop_signals): the first sets `stopping` and starts the grace; a
+    second, or two at once, ends the server here, exit status 1 (log() flushed every line)."""
+    global stopping, grace_end
+    if len(stop_signals) > 1:
+        os._exit(1)
+    if stop_signals and not stopping:
+        stopping, grace_end = True, time.monotonic() + GRACE
+    return stopping
 
 
 def log(fmt, *args):
@@ -363,15 +366,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def wakeup_pipe():
     """Have each signal that has a handler write a byte to a socket (signal.set_wakeup_fd; a
     socket pair, as Windows takes no pipe there): a wait that watches it ends even when the
@@ -391,16 +385,17 @@ def wakeup_pipe():
 
 def wait_ready(sock, timeout=None, write=False):
     """Wait until sock is readable (writable, with write=True): True; False if only a signal's byte came;
-    None after timeout seconds (None or 0: no limit). A handler runs between two bytecodes, so a
+    None after timeout seconds (None: no limit). A handler runs between two bytecodes, so a
     signal that came just before accept() or recv() entered the kernel would be heard only once
     that call returned, maybe never (PEP 475): its byte ends this wait."""
+    timeout = None if timeout is None else max(timeout, 0)  # 0: a look, no wait (the grace is over)
     if hasattr(select, "poll"):  # not select(): descriptors may go past FD_SETSIZE
         poller = select.poll()
         poller.register(sock, select.POLLOUT if write else select.POLLIN)
         poller.register(wakeup_sock, select.POLLIN)
-        ready = [fd for fd, _ in poller.poll(timeout * 1000 if timeout else None)]
+        ready = [fd for fd, _ in poller.poll(None if timeout is None else timeout * 1000)]
     else:  # Windows: select() takes sockets only, as these two are
-        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout or None)
+        readable, writable, _ = select.select([wakeup_sock] + [sock] * (not write), [sock] * write, [], timeout)
         ready = [ready_sock.fileno() for ready_sock in readable + writable]
     if wakeup_sock.fileno() in ready:
         wakeup_sock.recv(512)  # emptied; the handler itself runs by the caller's next turn

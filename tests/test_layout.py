@@ -23,11 +23,12 @@ BANNER = "# ---- Below, to main(), the plumbing: each function is the same in ev
 # pattern's own, stands above its banner there (TAUGHT_IN).
 HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels the accept loop
            "wait_for_chunk", "half_close_then_drain", "borrowed_buffer", "stop_clients", "on_signal", "half_close", "Deadline", "queued",
-           # the blocking servers': wait_ready()'s deadline and the stop by flags, below every banner (issue 43:
-           # the lessons call accept(), recv_into() and send() themselves, and these wait around them)
-           "take_stop_signals", "take_child_signals", "wait_for_client", "serving", "wait_to_receive",
-           "keep_echoing", "wait_for_room", "stop_server", "stop_accepting", "stop_child", "stop_threads",
-           "join_threads", "wait_for_threads", "cut",
+           # the blocking servers': wait_ready()'s deadline and the stop read from the note, below every banner
+           # (issue 43: the lessons call accept(), recv_into() and send() themselves, and these wait around them;
+           # issue 48: their waits read the note with the select loops' stop_noted(), and end the grace by their
+           # timeouts, until_grace_end(), closing their clients themselves)
+           "take_child_signals", "wait_for_client", "serving", "wait_to_receive", "keep_echoing", "wait_for_room",
+           "stop_child", "join_threads", "wait_for_threads", "cut", "until_grace_end",
            # the selectors loops': a deadline per client with its send buffer, and the stop by flag (first in
            # echo_selectors.py, below its banner as in the others)
            "SelectorDeadlines", "first_stop_signal", "first_stop_signal_in_worker", "stop_and_flush_buffers",
@@ -42,7 +43,7 @@ HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels
 SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "print_port_line", "hold_stop_signals", "release_stop_signals", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
-          "finished_children", "run_workers", "signal_pipe", "after_grace", "wakeup_pipe",
+          "finished_children", "run_workers", "signal_pipe", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
 EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
@@ -148,7 +149,7 @@ LESSON_CALLS = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (297, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
+    "echo_select.py": (246, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
                             "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -156,7 +157,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "(take_stop_signals() to cut(), 88 lines). Issue 43's move: 304 before; each file's "
                             "helpers below its banner, and echo_simple.py's lesson calling accept(), recv_into() and "
                             "send() itself, the waits in helpers that pair with none of this file's lines: 2 more "
-                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays"),
+                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays. Issue 48's blocking family: 297 before; echo_simple.py reads the note with this file's stop_noted() (and `stopping`, `grace_end`), and its stop_server(), cut() and after_grace() are gone; it ends its grace by its waits' timeouts too, but through until_grace_end(), as it closes its clients itself (within_grace() exits, and the kernel would reset a client still queued)"),
     "echo_select_pool.py": (146, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
@@ -180,26 +181,30 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "tls_listener(), tls_context() and the --cert/--key flags with their error lines; "
                                    "the port line after the certificate, which file failed to load in words, and close_notify()'s silent "
                                    "half-close for a peer that reset the connection (issue 49: 12 lines)"),
-    "echo_reuseport.py": (213, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (216, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_selectors_process.py": (256, "joins the selector loop and the pool (fork_worker, finished_children, "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
+    "echo_selectors_process.py": (259, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
                                        "(interrupt_on_stop_signal(): 12 lines); echo_selectors.py's Windows cap on select() goes "
                                        "(selector_has_room(): 8 lines), and a worker leaves a second "
-                                       "signal to its parent (first_stop_signal_in_worker(): 8 lines)"),
-    "echo_fork.py": (156, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
-                          "(finished_children, stop_children, PARENT_SIGNALS: 48 lines below the banner, first needed here) "
-                          "and a child's (take_child_signals(), stop_child(), stop_accepting() for the parent, in place of "
-                          "stop_server() and echo_simple.py's after_grace(), as the children keep SIGALRM: Unix only)"),
-    "echo_prefork.py": (135, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+                                       "signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: "
+                                       "stop_children() waits in sigtimedwait(), or where there is none (macOS) looks "
+                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
+    "echo_fork.py": (126, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
+                          "(finished_children, stop_children, PARENT_SIGNALS: about 50 lines below the banner, first needed "
+                          "here) and a child's (take_child_signals(), and stop_child(), which notes its parent's SIGTERM "
+                          "once). Issue 48: 156 before; the child reads the note with echo_simple.py's stop_noted() and "
+                          "within_grace(), the parent in wait_for_client() and stop_children(), so stop_accepting(), the "
+                          "child's SIGALRM and echo_simple.py's stop_server(), cut() and after_grace() go"),
+    "echo_prefork.py": (102, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
-                             "28 lines); the parent waits in sigwait(), so echo_fork.py's take_stop_signals() and "
-                             "stop_accepting() go (23 lines below the banner), and release_stop_signals() with them (9 lines: a "
-                             "worker's take_child_signals() unblocks its signals itself)"),
-    "echo_asyncio.py": (386, "the blocking calls become coroutines on one event loop, under the article's names "
+                             "28 lines); the parent waits in sigwait(), so echo_fork.py's accept loop leaves the parent. Issue 48: "
+                             "134 before, when echo_fork.py's take_stop_signals(), stop_accepting() and "
+                             "release_stop_signals() went from here (30 lines); both files read the note now"),
+    "echo_asyncio.py": (383, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the wait for a chunk and the stop's drain helpers (wait_for_chunk(), half_close_then_drain(): 24 lines); the loop watches its own wake-up "
@@ -210,13 +215,14 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "send_echo()): 13 more in all, 3 past the 10 the issue allows (the helpers' docstrings "
                              "were cut to one or two lines each to come this close; echo_simple.py's cancel_grace "
                              "went into after_grace(): one fewer). Issue 47: a buffer borrowed for each chunk "
-                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more; issue 48: echo_simple.py's hold_stop_signals() went (its stop signals are noted from start_listening() on), while this file keeps it for its loop's close until the asyncio servers move to the noted stop"),
-    "echo_thread.py": (106, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
-                           "send() (the socket's timeout: only the main thread hears signals), so echo_simple.py's "
-                           "wait_for_room() goes (12 lines); the threads' stop "
-                           "(stop_threads(), join_threads(), wait_for_threads(): 30 lines below the banner) in place of "
-                           "stop_server() and echo_simple.py's after_grace() (the main thread waits out the grace itself: "
-                           "33 lines). 131 before issue 43's move"),
+                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more; issue 48: echo_simple.py's hold_stop_signals() went (its stop signals are noted from start_listening() on), while this file keeps it for its loop's close until the asyncio servers move to the noted stop; 386 before issue 48's blocking family, whose stop in echo_simple.py became stop_noted() and until_grace_end() (3 fewer)"),
+    "echo_thread.py": (90, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
+                          "send() (the socket's timeout: only the main thread hears signals), so echo_simple.py's "
+                          "wait_for_room() goes (13 lines); the threads' stop in the main thread (join_threads() and "
+                          "wait_for_threads(), a wait for them that a second signal's byte cuts short, and cut(), which "
+                          "half-closes the clients waiting in recv() and shuts all at the grace's end: 29 lines below "
+                          "the banner). 131 before issue 43's move; 106 before issue 48's, which took stop_threads() and "
+                          "echo_simple.py's stop_server() and after_grace() away (both files read the note: stop_noted())"),
     "echo_prethread.py": (83, "threads that take turns in accept() under a lock, blocking, under the article's name "
                               "accept_thread() (a stop shuts the listening socket), and a main thread that only waits "
                               "for the signal pipe (run_threads()): echo_thread.py's accept loop, start_worker() and "
@@ -587,12 +593,9 @@ def stop_signal_handlers(program):
     return found
 
 
-# The blocking servers still stop inside their handlers (stop_server(), stop_threads(), stop_child()) until they
-# move to the note (issue 48): strict, so that the one moved next must leave this list.
-STOP_HANDLERS_NOT_YET_NOTING = {
-    **{script: "its stop signal's handler still does the stop (the blocking family is not yet moved)" for script in
-       ("echo_simple.py", "echo_thread.py", "echo_fork.py", "echo_prefork.py", "echo_prethread.py")},
-}
+# Programs whose stop signal's handler still does more than note it (issue 48): strict, so that one moved to
+# the note must leave this list. Every echo_*.py and client.py notes now.
+STOP_HANDLERS_NOT_YET_NOTING = {}
 
 
 @pytest.mark.parametrize("program", [
