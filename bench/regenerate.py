@@ -821,15 +821,16 @@ def held_values():
             "A process may hold {:,} descriptors here (its hard limit).".format(record["descriptors"])
             if record.get("descriptors") else "")
     most = [s for s in measured if s["held"] == held.MOST]
-    span_of = lambda found, figure: "{}-{}".format(min(map(figure, found)), max(map(figure, found))) if len(
-        {figure(s) for s in found}) > 1 else figure(found[0])
+    def span_of(found, figure, text):  # low-high of the numbers, in text's form (one where they agree)
+        low, high = text(min(map(figure, found))), text(max(map(figure, found)))
+        return low if low == high else "{}-{}".format(low, high)
     said = []
     if most:
         said.append("{} held {:,}: connected in {} s, in {} MiB of server memory{}.".format(
             listing(" ".join(filter(None, [s["server"], s["flags"]])) for s in most), held.MOST,
-            span_of(most, lambda s: "{:.1f}".format(s["row"]["connect_phase_s"])),
-            span_of(most, lambda s: held.mib_text(s["row"]["server_memory_held_kib"])),
-            ", client.py's own {} MiB".format(span_of(most, lambda s: held.mib_text(s["row"]["client_memory_kib"])))
+            span_of(most, lambda s: s["row"]["connect_phase_s"], "{:.1f}".format),
+            span_of(most, lambda s: s["row"]["server_memory_held_kib"], held.mib_text),
+            ", client.py's own {} MiB".format(span_of(most, lambda s: s["row"]["client_memory_kib"], held.mib_text))
             if all(s["row"].get("client_memory_kib") is not None for s in most) else ""))
     reasons = {}
     for name, why in sorted(record.get("not_run", {}).items()):
