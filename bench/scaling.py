@@ -35,7 +35,7 @@ import tempfile
 from pathlib import Path
 
 # client: client.py, for its cpu_model()
-from common import ROOT, Server, client, kill_group, run_client, table
+from common import ROOT, Server, client, kill_group, provenance, run_client, table
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
@@ -173,8 +173,9 @@ def row(s):
 
 
 def machine(cores):
+    where = provenance()
     return {"cpu": client.cpu_model(), "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores,
-            "linux": platform.release(), "python": platform.python_version()}
+            "linux": where["linux"], "python": where["python"]}
 
 
 def fail(message):

@@ -42,7 +42,7 @@ import sys
 import tempfile
 import time
 
-from common import CERT, CLIENT_CORE, KEY, SERVER_CORE, Server, git, group_cpu_seconds, pin, run_client
+from common import CERT, CLIENT_CORE, KEY, SERVER_CORE, Server, group_cpu_seconds, pin, provenance, run_client
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
@@ -244,8 +244,8 @@ def main():
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    record = {"python": sys.version.split()[0], "openssl": ssl.OPENSSL_VERSION, "commit": git("rev-parse", "--short",
-                                                                                               "HEAD"),
+    where = provenance()
+    record = {"python": where["python"], "openssl": ssl.OPENSSL_VERSION, "commit": where["commit"],
               "server_core": SERVER_CORE, "client_core": CLIENT_CORE, "rounds": args.rounds, "costs": [],
               "connections": [], "rates": args.rates, "stime_procs": args.stime_procs, "handshakes": []}
     out = sys.stderr if args.json else sys.stdout
