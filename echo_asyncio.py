@@ -36,7 +36,6 @@ LOG_BYTES = 64  # a log line shows at most this much of a chunk
 ACCEPTS_PER_WAKEUP = 100  # as asyncio: drain the listen queue, but let clients run in between
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
-signals = 0  # the Ctrl-C and SIGTERM taken so far
 waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 spare_buffers = []  # buffers lent to one chunk each, given back once it is sent (borrowed_buffer())
@@ -45,9 +44,8 @@ drained = memoryview(bytearray(BUFSIZE))  # what a stop drains is dropped: every
 
 async def accept(server_sock):  # the article's accept(loop, sock): asyncio.run() makes the loop, so ask for it
     loop = asyncio.get_running_loop()
-    # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
-    on_stop_signals(on_signal, asyncio.current_task())
-    release_stop_signals()
+    # A stop signal's note cancels this task from inside the loop: no KeyboardInterrupt.
+    on_stop_signals(asyncio.current_task())
     log("Ready For Accept")
     server_sock.setblocking(False)  # the loop's socket API needs non-blocking sockets
     try:
@@ -133,6 +131,7 @@ WORK = 0  # --work N
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
+signal_watcher = None  # the task that reads those notes (on_stop_signals())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
@@ -192,20 +191,6 @@ async def stop_clients(shut):
             shut(client)
     if tasks:
         await asyncio.wait(tasks, timeout=GRACE)
-    # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
-    hold_stop_signals()
-
-
-def on_signal(task):
-    """Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again a turn of the loop
-    later: two cancels that come before the task runs count as one, and the grace would go on."""
-    global signals
-    signals += 1
-    if signals == 1:
-        task.cancel()
-    else:
-        hold_stop_signals()  # as stop_clients() does, which this one cuts short: a third then changes nothing
-        asyncio.get_running_loop().call_soon(task.cancel)
 
 
 class Deadline:
@@ -407,63 +392,45 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def hold_stop_signals():
-    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
-    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    else:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
-
-
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
-def on_stop_signals(callback, *args):
-    """Have Ctrl-C and SIGTERM call callback(*args) from inside the running loop. Where the loop
-    cannot take signals (Windows), a handler asks it to; the loop hears the signal itself, as the
-    byte the signal writes (signal.set_wakeup_fd) ends its wait."""
+def on_stop_signals(task):
+    """Cancel task (the accept loop) at the first stop signal that start_listening()'s handler notes, and
+    again a turn of the loop after a second: two cancels that come before the task runs count as one. Each
+    signal writes a byte (signal.set_wakeup_fd) to a socket pair that wakes the loop, whichever it is (the
+    proactor's too), and a task of the loop reads the note. No loop.add_signal_handler(): loop.close() would
+    give SIGTERM its default action back, and a signal then would kill the server; noted, it changes nothing."""
+    global signal_watcher
     loop = asyncio.get_running_loop()
-    for signum in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(signum, callback, *args)
-        except NotImplementedError:
-            signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
-            # A full wake-up socket has a byte waiting already: no "Exception ignored" for another.
-            signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
+    wake, woken = socket.socketpair()
+    wake.setblocking(False)  # set_wakeup_fd() asks for it
+    woken.setblocking(False)
+    # Never closed: a late signal still finds it open; a full pair has a byte waiting, so no warning.
+    signal.set_wakeup_fd(wake.detach(), warn_on_full_buffer=False)
+
+    async def take_notes():
+        with woken:  # asyncio.run() cancels this task once the server is done
+            taken = 0
+            while True:
+                while taken < len(stop_signals):
+                    taken += 1
+                    if taken == 1:
+                        task.cancel()
+                    else:
+                        loop.call_soon(task.cancel)
+                await loop.sock_recv(woken, 512)
+    signal_watcher = asyncio.create_task(take_notes())
 
 
 def run_selector_loop(coroutine):
     """asyncio.run(coroutine), on a selector loop: sock_sendall() as a loop of send() waits for room
     with add_writer(), which Windows' default loop (the proactor) lacks. Windows' selector loop does
-    not hear a signal while it waits: a socket pair, which the signal writes a byte to, ends the wait."""
+    not hear a signal while it waits: on_stop_signals()'s socket pair, which a signal writes to, ends it."""
     if not hasattr(asyncio, "ProactorEventLoop"):  # elsewhere, asyncio's loop is a selector loop
         return asyncio.run(coroutine)
     if not hasattr(asyncio, "Runner"):  # Python 3.10: no loop factory for asyncio.run()
         coroutine.close()  # never to run: no "never awaited" warning
         sys.exit("{}: needs Python 3.11 or newer here; try echo_asyncio_streams.py".format(sys.argv[0]))
-    wake, woken = socket.socketpair()
-    with wake, woken:
-        wake.setblocking(False)  # set_wakeup_fd() asks for it
-        woken.setblocking(False)
-
-        def selector_loop():
-            loop = asyncio.SelectorEventLoop()
-            loop.add_reader(woken, woken.recv, 512)
-            return loop
-        signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)  # a full pair has a byte waiting
-        try:
-            with asyncio.Runner(loop_factory=selector_loop) as runner:
-                return runner.run(coroutine)
-        finally:
-            signal.set_wakeup_fd(-1)
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        return runner.run(coroutine)
 
 
 def main():

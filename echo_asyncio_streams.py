@@ -36,7 +36,6 @@ BUFSIZE = 65536  # the article read 512 bytes; 64 KiB moves big payloads in fewe
 LOG_BYTES = 64  # a log line shows at most this much of a chunk
 
 stopping = False  # set by the first Ctrl-C or SIGTERM: each client then finishes and half-closes
-signals = 0  # the Ctrl-C and SIGTERM taken so far
 waiting = set()  # the clients whose task waits for their next chunk
 tasks = set()  # the clients' tasks, which a stop waits for
 
@@ -46,13 +45,12 @@ async def accept_loop(server_sock, backlog, context):
     the article's here) and accepts up to backlog waiting clients a wake-up. With --cert, it does the
     TLS handshake before our code sees the client, within --timeout (0 it refuses: None, its default)."""
     loop = asyncio.get_running_loop()
-    # Signals cancel this task from inside the loop: a KeyboardInterrupt could hang asyncio.run().
-    on_stop_signals(on_signal, asyncio.current_task())
     loop.set_exception_handler(lambda loop, context: on_loop_error(server_sock, context))
     handshake = (TIMEOUT or None) if context else None
     server = await asyncio.start_server(send_recv, sock=server_sock, limit=BUFSIZE, backlog=backlog, ssl=context,
                                         ssl_handshake_timeout=handshake)
-    release_stop_signals()
+    # A stop signal's note cancels this task once it waits, from inside the loop: no KeyboardInterrupt.
+    on_stop_signals(asyncio.current_task())
     log("Ready For Accept")
     try:
         await asyncio.Event().wait()
@@ -110,6 +108,7 @@ WORK = 0  # --work N
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
+signal_watcher = None  # the task that reads those notes (on_stop_signals())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
@@ -135,20 +134,6 @@ async def stop_clients(shut):
             shut(client)
     if tasks:
         await asyncio.wait(tasks, timeout=GRACE)
-    # Done: hold later signals, as closing the loop gives SIGTERM its default back (death, not exit 0).
-    hold_stop_signals()
-
-
-def on_signal(task):
-    """Ctrl-C or SIGTERM cancels the accept loop; a second cancels it again a turn of the loop
-    later: two cancels that come before the task runs count as one, and the grace would go on."""
-    global signals
-    signals += 1
-    if signals == 1:
-        task.cancel()
-    else:
-        hold_stop_signals()  # as stop_clients() does, which this one cuts short: a third then changes nothing
-        asyncio.get_running_loop().call_soon(task.cancel)
 
 
 def half_close(writer):
@@ -360,25 +345,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def hold_stop_signals():
-    """Hold the stop signals until release_stop_signals(): blocked, or where nothing can block a
-    signal (Windows has no pthread_sigmask()), noted by a handler that does nothing else."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    else:
-        for signum in STOP_SIGNALS:
-            signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
-
-
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def tls_context(cert, key):
     """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
     cannot be loaded is one line, which says which and why, and exit status 1."""
@@ -411,18 +377,32 @@ def on_loop_error(server_sock, context):
         log("Error:{}: {}", context["message"], error or "")
 
 
-def on_stop_signals(callback, *args):
-    """Have Ctrl-C and SIGTERM call callback(*args) from inside the running loop. Where the loop
-    cannot take signals (Windows), a handler asks it to; the loop hears the signal itself, as the
-    byte the signal writes (signal.set_wakeup_fd) ends its wait."""
+def on_stop_signals(task):
+    """Cancel task (the accept loop) at the first stop signal that start_listening()'s handler notes, and
+    again a turn of the loop after a second: two cancels that come before the task runs count as one. Each
+    signal writes a byte (signal.set_wakeup_fd) to a socket pair that wakes the loop, whichever it is (the
+    proactor's too), and a task of the loop reads the note. No loop.add_signal_handler(): loop.close() would
+    give SIGTERM its default action back, and a signal then would kill the server; noted, it changes nothing."""
+    global signal_watcher
     loop = asyncio.get_running_loop()
-    for signum in STOP_SIGNALS:
-        try:
-            loop.add_signal_handler(signum, callback, *args)
-        except NotImplementedError:
-            signal.signal(signum, lambda signum, frame: loop.call_soon_threadsafe(callback, *args))
-            # A full wake-up socket has a byte waiting already: no "Exception ignored" for another.
-            signal.set_wakeup_fd(signal.set_wakeup_fd(-1), warn_on_full_buffer=False)
+    wake, woken = socket.socketpair()
+    wake.setblocking(False)  # set_wakeup_fd() asks for it
+    woken.setblocking(False)
+    # Never closed: a late signal still finds it open; a full pair has a byte waiting, so no warning.
+    signal.set_wakeup_fd(wake.detach(), warn_on_full_buffer=False)
+
+    async def take_notes():
+        with woken:  # asyncio.run() cancels this task once the server is done
+            taken = 0
+            while True:
+                while taken < len(stop_signals):
+                    taken += 1
+                    if taken == 1:
+                        task.cancel()
+                    else:
+                        loop.call_soon(task.cancel)
+                await loop.sock_recv(woken, 512)
+    signal_watcher = asyncio.create_task(take_notes())
 
 
 def main():

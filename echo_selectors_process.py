@@ -52,8 +52,8 @@ def accept_loop(server_sock, workers):
     log("Ready For Accept")
     server_sock.setblocking(False)  # accept() until the queue is empty, never waiting
     signals = signal_pipe()  # a byte for each Ctrl-C, SIGTERM, or worker that ended
-    release_stop_signals()  # those start_listening()'s handler noted until now come now
     while True:
+        interrupt_on_stop_signal()  # the handler's note, read before each wait
         while len(channels) < workers and start_worker(server_sock):
             pass
         full = hand_over()  # [] unless a connection waits: then the channels it waits to have room
@@ -61,7 +61,7 @@ def accept_loop(server_sock, workers):
         watched = [signals, server_sock] if channels and not full else [signals]
         ready, _, _ = select.select(watched, full, [], None if len(channels) == workers else FORK_RETRY)
         if signals in ready:
-            interrupt_on_stop_signal(signals)
+            signals.recv(256)
             for pid, status, _ in finished_children():
                 channels.pop(pid).close()
                 log("[PID:{}]Exit:{}: starting another worker", pid, status)
@@ -91,6 +91,12 @@ def worker_loop(server_sock, channel, worker_end):
     signals = wake_on_stop_signals(selector)
     deadlines = SelectorDeadlines(selector, TIMEOUT)
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
+        if first_stop_signal_in_worker(deadlines):  # the handler's note, read before each wait
+            with contextlib.suppress(BlockingIOError):  # closed with connections in it, it would drop them
+                while receive_clients(selector, worker_end, deadlines, deadlines.now, socket.MSG_DONTWAIT):
+                    pass
+            stop_and_flush_buffers(selector, worker_end, deadlines)
+            continue
         ready = selector.select(deadlines.next_wakeup())
         now = time.monotonic()
         for key, events in ready:
@@ -100,13 +106,9 @@ def worker_loop(server_sock, channel, worker_end):
                     apply_wanted(selector, key, wanted, deadlines)
             elif key.fileobj is worker_end:
                 if not receive_clients(selector, worker_end, deadlines, now):  # EOF: the acceptor stopped (or died)
-                    signal.raise_signal(signal.SIGTERM)  # stop as on SIGTERM
-            elif key.fileobj == signals and first_stop_signal_in_worker(signals, deadlines, now):
-                with contextlib.suppress(BlockingIOError):  # closed with connections in it, it would drop them
-                    while receive_clients(selector, worker_end, deadlines, now, socket.MSG_DONTWAIT):
-                        pass
-                stop_and_flush_buffers(selector, worker_end, deadlines)
-                break  # what every connection wants has changed: ask select() again
+                    stop_signals.append(signal.SIGTERM)  # stop as on SIGTERM, at the next turn
+            elif key.fileobj == signals:
+                signals.recv(256)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         deadlines.close_expired(now)
 
@@ -292,12 +294,12 @@ class SelectorDeadlines(collections.OrderedDict):
         self.due = min(next(iter(self.values()), math.inf) + idle, self.grace_end)
 
 
-def first_stop_signal_in_worker(signals, deadlines, now):
-    """Read the signal pipe: True at the first stop signal, which starts the grace. The parent
-    acts on a second one (it stops the workers that are left)."""
-    if not set(signals.recv(256)) & set(STOP_SIGNALS) or deadlines.grace_end < math.inf:
+def first_stop_signal_in_worker(deadlines):
+    """Read the note (stop_signals): True at the first stop signal, which starts the grace. The
+    parent acts on a second one (it stops the workers that are left)."""
+    if not stop_signals or deadlines.grace_end < math.inf:
         return False  # no stop signal, or a stop already under way
-    deadlines.start_grace(now)
+    deadlines.start_grace(time.monotonic())
     return True
 
 
@@ -321,23 +323,25 @@ def half_close_flushed(client):
 
 
 def wake_on_stop_signals(selector):
-    """The signal pipe, watched by the selector; the stop signals noted until now come to it."""
+    """The signal pipe, watched by the selector. A forked worker's stop signals, blocked since its
+    fork() (fork_worker()), reach their handler from here: Python drops a signal that its newborn
+    child takes before it can run the handler, so the mask kept it pending until the pipe was set."""
     signals = signal_pipe()
     selector.register(signals, selectors.EVENT_READ)
-    release_stop_signals()
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return signals
 
 
-def interrupt_on_stop_signal(signals):
-    """Read the signal pipe: at a stop signal, KeyboardInterrupt (main() stops the workers), with the
-    stop signals blocked from here: a second one waits for stop_children(), which ends at once."""
+def interrupt_on_stop_signal():
+    """At a stop signal noted (stop_signals), KeyboardInterrupt: main() stops the workers. The stop
+    signals are blocked from here: a second one waits for stop_children(), which ends at once."""
+    if not stop_signals:
+        return
     signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
-    stops = [signum for signum in signals.recv(256) if signum in STOP_SIGNALS]
-    for signum in stops[1:]:  # one that came with the first: pending again
-        signal.raise_signal(signum)
-    if stops:
-        raise KeyboardInterrupt  # main() stops the workers
-    release_stop_signals()  # no stop signal: a worker that ended (SIGCHLD)
+    if len(stop_signals) > 1:  # one came with the first, or before the block: pending again
+        signal.raise_signal(stop_signals[1])
+    raise KeyboardInterrupt  # main() stops the workers
 
 
 def log(fmt, *args):
@@ -502,15 +506,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def usable_cpu_count():
     """How many CPUs this process may run on: taskset's or a container's cpuset, where os.cpu_count() counts the
     machine's (a server pinned to 2 cores of 64 would start 64 workers)."""
@@ -573,16 +568,16 @@ def finished_children():
 
 
 def signal_pipe():
-    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
-    so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
-    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    """A socket that receives a byte (the signal's number) for each signal that has a handler, so
+    a loop waiting in select() wakes for it, even one that came just before the wait: the stop
+    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
+    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
     signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
     atexit.register(read_end.close)
-    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
-        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    if hasattr(signal, "SIGCHLD"):
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
     return read_end
 
 

@@ -63,6 +63,11 @@ def accept_loop(server_sock):
     # Each handshake's accept, while it lasts: a total, so bytes that trickle in do not extend it.
     handshakes = SelectorDeadlines(selector, TIMEOUT or HANDSHAKE_TIMEOUT)
     while deadlines or handshakes or deadlines.grace_end == math.inf:  # once stopping, until the last is closed
+        if first_stop_signal(deadlines):  # the handler's note, read before each wait
+            stop_and_flush_buffers(selector, server_sock, deadlines)
+            for fd in list(handshakes):  # nothing was echoed yet: nothing to lose
+                apply_wanted(selector, selector.get_key(fd), 0, handshakes)
+            continue
         due = min(deadlines.due, handshakes.due)
         ready = selector.select(due - deadlines.now if due < math.inf else None)
         now = time.monotonic()
@@ -79,11 +84,8 @@ def accept_loop(server_sock):
                 apply_wanted(selector, key, wanted, handshakes if key.data.handshaking else deadlines)
             elif key.fileobj is server_sock:
                 accept_clients(selector, server_sock, handshakes, now)
-            elif key.fileobj == signals and first_stop_signal(signals, deadlines, now):
-                stop_and_flush_buffers(selector, server_sock, deadlines)
-                for fd in list(handshakes):  # nothing was echoed yet: nothing to lose
-                    apply_wanted(selector, selector.get_key(fd), 0, handshakes)
-                break  # what every connection wants has changed: ask select() again
+            elif key.fileobj == signals:
+                signals.recv(256)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         deadlines.close_expired(now)
         handshakes.close_expired(now)
@@ -264,15 +266,15 @@ class SelectorDeadlines(collections.OrderedDict):
         self.due = min(next(iter(self.values()), math.inf) + idle, self.grace_end)
 
 
-def first_stop_signal(signals, deadlines, now):
-    """Read the signal pipe: True at the first stop signal, which starts the grace. A second
-    one, or two at once, ends the server at once, whatever is left unsent."""
-    stops = sum(signum in STOP_SIGNALS for signum in signals.recv(256))
-    if stops and (deadlines.grace_end < math.inf or stops > 1):
+def first_stop_signal(deadlines):
+    """Read the note (stop_signals): True at the first stop signal, which starts the grace. A
+    second one, or two at once, ends the server here, whatever is left unsent."""
+    if len(stop_signals) > 1:
         os._exit(1)
-    if stops:
-        deadlines.start_grace(now)
-    return stops > 0
+    if not stop_signals or deadlines.grace_end < math.inf:
+        return False  # no stop signal, or a stop already under way
+    deadlines.start_grace(time.monotonic())
+    return True
 
 
 def stop_and_flush_buffers(selector, listener, deadlines):
@@ -297,10 +299,13 @@ def selector_has_room(selector, sock):
 
 
 def wake_on_stop_signals(selector):
-    """The signal pipe, watched by the selector; the stop signals noted until now come to it."""
+    """The signal pipe, watched by the selector. A forked worker's stop signals, blocked since its
+    fork() (fork_worker()), reach their handler from here: Python drops a signal that its newborn
+    child takes before it can run the handler, so the mask kept it pending until the pipe was set."""
     signals = signal_pipe()
     selector.register(signals, selectors.EVENT_READ)
-    release_stop_signals()
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return signals
 
 
@@ -466,15 +471,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def tls_context(cert, key):
     """A server's TLS: 1.2 at least, the context's defaults otherwise. A certificate or key that
     cannot be loaded is one line, which says which and why, and exit status 1."""
@@ -497,16 +493,16 @@ def tls_context(cert, key):
 
 
 def signal_pipe():
-    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
-    so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
-    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    """A socket that receives a byte (the signal's number) for each signal that has a handler, so
+    a loop waiting in select() wakes for it, even one that came just before the wait: the stop
+    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
+    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
     signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
     atexit.register(read_end.close)
-    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
-        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    if hasattr(signal, "SIGCHLD"):
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
     return read_end
 
 

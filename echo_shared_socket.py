@@ -77,6 +77,9 @@ def accept_loop(server_sock, accept):
     crowd = soft * CROWDED if soft >= 0 else math.inf  # -1: no limit (RLIM_INFINITY)
     next_turn = None
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
+        if first_stop_signal_in_worker(deadlines):  # the handler's note, read before each wait
+            stop_and_flush_buffers(selector, server_sock, deadlines)
+            continue
         wait, woken = deadlines.next_wakeup(), False
         if next_turn:
             wait = max(0.0, min(math.inf if wait is None else wait, next_turn - deadlines.now))
@@ -94,9 +97,8 @@ def accept_loop(server_sock, accept):
                     apply_wanted(selector, key, wanted, deadlines)
             elif key.fileobj is server_sock:
                 accept_clients(selector, server_sock, most, deadlines, now)
-            elif key.fileobj == signals and first_stop_signal_in_worker(signals, deadlines, now):
-                stop_and_flush_buffers(selector, server_sock, deadlines)
-                break  # what every connection wants has changed: ask select() again
+            elif key.fileobj == signals:
+                signals.recv(256)
         # Expire after the ready events: a loop that was busy never cuts a client whose bytes wait.
         deadlines.close_expired(now)
         crowded = len(deadlines) >= crowd and deadlines.grace_end == math.inf  # the stop closed the socket
@@ -253,12 +255,12 @@ class SelectorDeadlines(collections.OrderedDict):
         self.due = min(next(iter(self.values()), math.inf) + idle, self.grace_end)
 
 
-def first_stop_signal_in_worker(signals, deadlines, now):
-    """Read the signal pipe: True at the first stop signal, which starts the grace. The parent
-    acts on a second one (it stops the workers that are left)."""
-    if not set(signals.recv(256)) & set(STOP_SIGNALS) or deadlines.grace_end < math.inf:
+def first_stop_signal_in_worker(deadlines):
+    """Read the note (stop_signals): True at the first stop signal, which starts the grace. The
+    parent acts on a second one (it stops the workers that are left)."""
+    if not stop_signals or deadlines.grace_end < math.inf:
         return False  # no stop signal, or a stop already under way
-    deadlines.start_grace(now)
+    deadlines.start_grace(time.monotonic())
     return True
 
 
@@ -282,10 +284,13 @@ def half_close_flushed(client):
 
 
 def wake_on_stop_signals(selector):
-    """The signal pipe, watched by the selector; the stop signals noted until now come to it."""
+    """The signal pipe, watched by the selector. A forked worker's stop signals, blocked since its
+    fork() (fork_worker()), reach their handler from here: Python drops a signal that its newborn
+    child takes before it can run the handler, so the mask kept it pending until the pipe was set."""
     signals = signal_pipe()
     selector.register(signals, selectors.EVENT_READ)
-    release_stop_signals()
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
     return signals
 
 
@@ -451,15 +456,6 @@ def print_port_line(server_sock):
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
-def release_stop_signals():
-    """Let the stop signals reach the handlers the lesson has set: those held come now."""
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
-    for signum in dict.fromkeys(stop_signals):  # once each, as a blocked signal is pending once
-        signal.raise_signal(signum)
-    stop_signals.clear()
-
-
 def usable_cpu_count():
     """How many CPUs this process may run on: taskset's or a container's cpuset, where os.cpu_count() counts the
     machine's (a server pinned to 2 cores of 64 would start 64 workers)."""
@@ -541,16 +537,16 @@ def run_workers(serve, jobs):
 
 
 def signal_pipe():
-    """A socket that receives a byte (the signal's number) for each stop signal and SIGCHLD,
-    so a loop waiting in select() wakes for them. The C-level handler writes it
-    (signal.set_wakeup_fd): no Python-level handler has to run, so none can be missed.
-    A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    """A socket that receives a byte (the signal's number) for each signal that has a handler, so
+    a loop waiting in select() wakes for it, even one that came just before the wait: the stop
+    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
+    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
     signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
     atexit.register(read_end.close)
-    for signum in STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ()):
-        signal.signal(signum, lambda signum, frame: None)  # the byte says it all: no exception
+    if hasattr(signal, "SIGCHLD"):
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
     return read_end
 
 

@@ -15,24 +15,17 @@ stopped whatever happens.
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 
-from common import CLIENT_CORE, PIN_SERVER, ROOT, Server, client_figures, file_at
+from common import CLIENT_CORE, ROOT, SERVER_CORE, Server, file_at, run_client
 
 
 def client_us(script, port, connects, extra=()):
     """One run of the client file script, pinned to CLIENT_CORE: its CPU a message, in microseconds."""
-    proc = subprocess.Popen([sys.executable, str(script), "--port", str(port), "--procs", "1", "--clients", "100",
-                             "--connects", str(connects), "--messages", "50", "--size", "32", "--json", *extra],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
-    figures = client_figures(proc, 600)
-    if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
-        sys.exit("client_cost.py: {}: {}".format(script, figures.get("failed") or "{} errors".format(
-            figures["errors"])))
-    return figures["client_us"]
+    return run_client(["--port", str(port), "--procs", "1", "--clients", "100", "--connects", str(connects),
+                       "--messages", "50", "--size", "32", *extra], [CLIENT_CORE], script=script,
+                      label="client_cost.py: {}".format(script)).figures["client_us"]
 
 
 def main():
@@ -49,7 +42,7 @@ def main():
         if args.trace:
             sides["after, --trace"] = (ROOT / "client.py", ("--trace", os.path.join(folder, "trace.jsonl")))
         figures = {side: [] for side in sides}
-        server = Server(args.server, folder, ["-q"], prelude=PIN_SERVER)
+        server = Server(args.server, folder, ["-q"], cores=[SERVER_CORE])
         try:
             server.wait_for_port()
             for round_ in range(args.rounds):

@@ -9,6 +9,7 @@ adds what only the tests use."""
 import importlib.util
 import json
 import os
+import platform
 import re
 import shlex
 import shutil
@@ -241,19 +242,25 @@ def kill_group(pgid):
 class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
-    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None, wrap=(), python=()):
+    def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None, wrap=(), python=(),
+                 cores=()):
         """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out;
         wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
-        python: the interpreter's own flags (`-X dev`)."""
+        python: the interpreter's own flags (`-X dev`); cores: the CPUs it runs on, with every process and
+        thread it starts (pin())."""
         skip_where_unavailable(script, args)
         self.script = script
         self.tls = script in TLS_SERVERS or "--cert" in args  # connect() wraps its sockets
         copy = Path(folder) / script
         shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
         self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
-        def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}
+        pinned = pin(cores)
+
+        def limit():  # runs in the child before exec: {resource.RLIMIT_X: soft limit}, then the cores
             for which, soft in (rlimits or {}).items():
                 resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
+            if pinned:
+                pinned()
         command = [str(copy), "--port", "0", *tls_args(script), *args]
         if prelude:  # Python code that patches the standard library, run before the server
             command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
@@ -421,58 +428,77 @@ def group_cpu_seconds(pgid):
 # The server on one core, client.py on the other; None where the system lets no process choose (macOS,
 # where the tests import the harness too) or has no second core.
 SERVER_CORE, CLIENT_CORE = (sorted(getattr(os, "sched_getaffinity", lambda pid: ())(0)) + [None, None])[:2]
-PIN_SERVER = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)  # a Server prelude: on SERVER_CORE
 
 
-def client_figures(proc, timeout, meanwhile=None):
-    """What a `client.py ... --json` started with Popen (in a session of its own) prints:
-    meanwhile() runs first, while it measures; past timeout, or if anything fails, its
-    process group is killed. {"failed": why} when it printed nothing (why with the end of its
-    stderr where that was piped here; else the terminal has it)."""
+def pin(cores):
+    """The one way bench/ pins a process: a preexec_fn that puts the child, with every process and thread it
+    starts, on cores (CPU numbers); None where none is named (unpinned, or a system that lets no process choose)."""
+    cores = {core for core in cores or () if core is not None}
+    return (lambda: os.sched_setaffinity(0, cores)) if cores else None
+
+
+def provenance():
+    """Where and with what a measurement ran, as its record names it: the machine (client.machine(): the CPU,
+    cores, Python build), the Python, Linux, when, the commit and the files that differed from it."""
+    return {"machine": client.machine(), "python": platform.python_version(), "linux": platform.release(),
+            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git("rev-parse", "--short", "HEAD"),
+            "changed": changed_files()}
+
+
+class Measured:
+    """A client.py run's record (run_client()): figures, what it printed with --json ({"failed": why} where it
+    printed none); command; cores, where it was pinned; wall_s and load_cpu_s, the time around it and the CPU of
+    it and every process it waited for (getrusage); server_cpu_s and leader_cpu_s, the CPU of the server's
+    process group meanwhile and of its first process alone (None where no server was named); provenance()."""
+
+    def __init__(self, **fields):
+        self.__dict__.update(fields)
+
+
+def run_client(args=(), cores=(), server=None, timeout=600, meanwhile=None, label=None, script=None, command=None,
+               cwd=None, stderr=subprocess.PIPE):
+    """The one way bench/ runs a measurement: `client.py ARGS --json` (script: another client.py file; command:
+    a whole command line instead, another load that prints JSON) in a session of its own, pinned to cores (pin());
+    meanwhile() runs first, while it measures; past timeout, or if anything fails, its process group is killed.
+    With server (a pid that leads its process group), that group's CPU is read before and after (client.py's
+    counter: threads that have ended count too). With label, any failure, error or lost message ends the
+    benchmark, named by label. Returns its record, a Measured."""
+    command = command or [sys.executable, str(script or ROOT / "client.py"), *args, "--json"]
+    children, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    if server:
+        needs_proc()
+        before = client.group_cpu(server)
+    proc = subprocess.Popen(command, cwd=cwd, stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True,
+                            preexec_fn=pin(cores))
     out = err = ""
     try:
         if meanwhile:
             meanwhile()
         out, err = proc.communicate(timeout=timeout)
+        try:
+            figures = json.loads(out)
+        except ValueError:
+            figures = {"failed": "client.py printed no figures" + (
+                ": " + err.strip()[-200:] if err is not None else " (its stderr says why)")}
     except subprocess.TimeoutExpired:
-        return {"failed": "client.py did not finish in {:g} s".format(timeout)}
+        figures = {"failed": "client.py did not finish in {:g} s".format(timeout)}
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    try:
-        return json.loads(out)
-    except ValueError:
-        return {"failed": "client.py printed no figures" + (": " + err.strip()[-200:] if err is not None else
-                                                             " (its stderr says why)")}
-
-
-def pinned_client(port, flags):
-    """client.py --json (--procs 1, pinned to CLIENT_CORE, in a session of its own) with flags against
-    port, started; read it with client_figures()."""
-    return subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", "1",
-                             "--json", *flags], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE}))
-
-
-def pinned_figures(server_pid, port, flags, label, timeout=600):
-    """Run client.py pinned (pinned_client()) with flags against port: its figures, and the CPU-seconds
-    of the server's process group meanwhile (group_cpu_seconds(): threads that have ended included).
-    Any error or lost message ends the benchmark, named by label."""
-    before = group_cpu_seconds(server_pid)
-    figures = client_figures(pinned_client(port, flags), timeout)
-    used = group_cpu_seconds(server_pid) - before
-    if "failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]:
+    run = Measured(figures=figures, command=command, cores=sorted(c for c in cores or () if c is not None),
+                   wall_s=time.monotonic() - started, server_cpu_s=None, leader_cpu_s=None, provenance=provenance())
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run.load_cpu_s = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
+    if server:
+        after = client.group_cpu(server)
+        run.server_cpu_s = after.seconds - before.seconds
+        run.leader_cpu_s = dict((p, s) for p, _, s in after.each).get(server, 0.0) - dict(
+            (p, s) for p, _, s in before.each).get(server, 0.0)
+    if label and ("failed" in figures or figures["errors"] or figures["messages"] != figures["expected"]):
         sys.exit("{}: {}".format(label, figures.get("failed") or "{} errors, {} of {} messages".format(
             figures["errors"], figures["messages"], figures["expected"])))
-    return figures, used
-
-
-def messages_per_cpu_second(server_pid, port, flags, label):
-    """Run client.py (--procs 1, pinned to CLIENT_CORE) with flags against port; the messages echoed
-    per CPU-second of the server's process group. Any error or lost message ends the benchmark."""
-    figures, used = pinned_figures(server_pid, port, flags, label)
-    return figures["messages"] / used
+    return run
 
 
 def interpreter_name(where):

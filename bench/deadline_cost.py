@@ -16,7 +16,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVER_CORE, Server, file_at, messages_per_cpu_second
+from common import CLIENT_CORE, ROOT, SERVER_CORE, Server, file_at, run_client
 SCENARIOS = {  # client.py flags: the presets' shapes, 500,000 messages each (seconds of server CPU)
     "article-100": ["--clients", "100", "--connects", "100", "--messages", "50", "--size", "32"],
     "c1k": ["--clients", "1000", "--connects", "1", "--messages", "500", "--size", "32", "--hold"],
@@ -32,12 +32,12 @@ def run(source, scenario):
     """Messages per server CPU-second for one run of scenario against the server file source."""
     with tempfile.TemporaryDirectory() as folder:
         script = Path(folder) / Path(source).name
-        env_prelude = "import os; os.sched_setaffinity(0, {{{}}})".format(SERVER_CORE)
-        server = Server(script.name, folder, ["-q"], prelude=env_prelude, source=source)
+        server = Server(script.name, folder, ["-q"], source=source, cores=[SERVER_CORE])
         try:
             server.wait_for_port()
-            return messages_per_cpu_second(server.pid, server.port, SCENARIOS[scenario],
-                                           "{} {}".format(source, scenario))
+            run = run_client(["--port", str(server.port), "--procs", "1", *SCENARIOS[scenario]], [CLIENT_CORE],
+                             server.pid, label="{} {}".format(source, scenario))
+            return run.figures["messages"] / run.server_cpu_s
         finally:
             server.kill()
 

@@ -23,14 +23,13 @@ and held.svg are drawn from its records. Linux (/proc, the descriptor limit); ab
 import argparse
 import json
 import math
-import platform
 import shlex
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from common import PROCESS_SERVERS, ROOT, SERVERS, changed_files, client, client_figures, git, table
+from common import PROCESS_SERVERS, ROOT, SERVERS, client, provenance, run_client, table
 
 try:
     import resource  # the descriptor limit; Windows' CPython has none
@@ -93,9 +92,8 @@ def hold(n, servers, limit, runs):
     command = held_command(n, servers, parts_for(n, limit) if limit and need > limit else None)
     print("held.py: holding {:,} on {}: python3 {}".format(n, ", ".join(servers), shlex.join(command)), file=sys.stderr,
           flush=True)
-    proc = subprocess.Popen([sys.executable, *command], cwd=ROOT, stdout=subprocess.PIPE, text=True,
-                            start_new_session=True)  # its progress on stderr, as it goes
-    results = client_figures(proc, WAIT)
+    # its progress on stderr, as it goes
+    results = run_client(command=[sys.executable, *command], timeout=WAIT, cwd=ROOT, stderr=None).figures
     runs.append({"held": n, "command": shlex.join(["python3", *command]), "servers": servers, "results": results})
     if "failed" in results:
         print("held.py: " + results["failed"], file=sys.stderr, flush=True)
@@ -112,9 +110,7 @@ def rows_of(run):
 def measure(scripts):
     """Every size each server is held at (the module's docstring): the records."""
     limit = descriptor_limit()
-    record = {"machine": client.machine(), "python": platform.python_version(), "linux": platform.release(),
-              "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "commit": git("rev-parse", "--short", "HEAD"),
-              "changed": changed_files(), "descriptors": limit, "runs": [], "not_run": {}}
+    record = {**provenance(), "descriptors": limit, "runs": [], "not_run": {}}
     started = time.monotonic()
     rows = hold(HELD, scripts, limit, record["runs"])
     if "failed" in record["runs"][-1]["results"]:  # client.py said why (an unknown preset, ...): nothing to go on

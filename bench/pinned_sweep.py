@@ -19,20 +19,17 @@ import argparse
 import os
 import shlex
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
-from common import ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, client_figures, kill_group, table, wait_until
+from common import SERVER_CORE, SERVERS, TIMEOUT, TLS_SERVERS, Server, kill_group, pin, run_client, table, wait_until
 
-SERVER_CORE = {min(os.sched_getaffinity(0))}  # the first core this may run on
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
 LEFT_OUT = SLOW | set(TLS_SERVERS)  # not swept by default: the slow ones, and TLS (the sweep speaks plain TCP)
-PIN = "import os; os.sched_setaffinity(0, {!r})".format(SERVER_CORE)  # run in the server before its script
 
 
 def client_cores():
-    return set(os.sched_getaffinity(0)) - SERVER_CORE
+    return set(os.sched_getaffinity(0)) - {SERVER_CORE}  # SERVER_CORE: the first core this may run on
 
 
 def step_count(rates):
@@ -43,17 +40,13 @@ def step_count(rates):
 
 def sweep(port, rates):
     """client.py's open-loop sweep (--json) against port, pinned to the client's cores."""
-    steps = step_count(rates)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(port), "--rate", rates,
-                             "--duration", "1", "--procs", "1", "--json"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            preexec_fn=lambda: os.sched_setaffinity(0, client_cores()))
-    return client_figures(proc, steps * 30)
+    return run_client(["--port", str(port), "--rate", rates, "--duration", "1", "--procs", "1"], client_cores(),
+                      timeout=step_count(rates) * 30).figures
 
 
 def sweep_script(script, rates):
     with tempfile.TemporaryDirectory() as folder:
-        server = Server(script, folder, ["-q"], prelude=PIN)
+        server = Server(script, folder, ["-q"], cores=[SERVER_CORE])
         try:
             server.wait_for_port()
             return sweep(server.port, rates)
@@ -64,7 +57,7 @@ def sweep_script(script, rates):
 def sweep_command(command, rates):
     with tempfile.NamedTemporaryFile() as out:
         proc = subprocess.Popen(shlex.split(command) + ["--port", "0"], stdout=out, stderr=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, SERVER_CORE))
+                                start_new_session=True, preexec_fn=pin([SERVER_CORE]))
         printed = Path(out.name).read_bytes
         try:
             if not wait_until(lambda: b"\n" in printed() or proc.poll() is not None):
@@ -126,7 +119,7 @@ def main():
         parser.error("--rates takes A:B:STEP, as client.py --rate does for a sweep")
     scripts = args.servers or [s for s in SERVERS if s not in LEFT_OUT]
     head = ["Each server pinned to core {}, client.py (--procs 1) to core(s) {}; open loop {} connections/s, "
-            "1 s a step, one exchange of 32 B each.".format(min(SERVER_CORE), ",".join(map(str, sorted(client_cores()))),
+            "1 s a step, one exchange of 32 B each.".format(SERVER_CORE, ",".join(map(str, sorted(client_cores()))),
                                                             args.rates),
             "", "| server | knee connections/s | p99 ms at the knee | the next step | client kept its schedule |",
             "|---|---:|---:|---|---|"]

@@ -38,8 +38,8 @@ import sysconfig
 import tempfile
 from pathlib import Path
 
-from common import (ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, messages_per_cpu_second, wait_until,
-                    without_paths)
+from common import (CLIENT_CORE, ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, pin, run_client,
+                    wait_until, without_paths)
 from deadline_cost import SCENARIOS
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -92,15 +92,16 @@ class Interpreter:
         with open(out, "wb") as out_file, open(err, "wb") as err_file:
             server = subprocess.Popen([*self.command, "{}/{}".format(self.inside, script), "--port", "0", "-q"],
                                       env=SERVER_ENV, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-                                      start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, {SERVER_CORE}))
+                                      start_new_session=True, preexec_fn=pin([SERVER_CORE]))
         try:
             wait_until(lambda: "\n" in out.read_text() or server.poll() is not None)
             line = out.read_text().split("\n", 1)[0]
             if not line.startswith("Server Run Port:"):
                 sys.exit("{} {}: no port line: {!r} {!r}".format(self.label, script, line, err.read_text()[-300:]))
             # chroot execs the interpreter: the same pid, which leads the server's process group.
-            return messages_per_cpu_second(server.pid, line.split(":")[1].strip(), flags,
-                                           "{} {}".format(self.label, script))
+            run = run_client(["--port", line.split(":")[1].strip(), "--procs", "1", *flags], [CLIENT_CORE], server.pid,
+                             label="{} {}".format(self.label, script))
+            return run.figures["messages"] / run.server_cpu_s
         finally:
             kill_group(server.pid)
             server.wait(TIMEOUT)

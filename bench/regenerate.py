@@ -20,7 +20,6 @@ import calendar
 import glob
 import json
 import os
-import platform
 import re
 import shlex
 import socket
@@ -34,7 +33,7 @@ from pathlib import Path
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
-from common import SERVERS, TLS_SERVERS, changed_files, client, git, without_paths
+from common import SERVERS, TLS_SERVERS, client, provenance, without_paths
 # The scripts whose records RESULTS.md says as they print them: markdown(), stop_cycles.text(), scaling's TABLE and row()
 import idle_clients
 import python_versions
@@ -151,20 +150,20 @@ def measure(name):
                                                      + "\n")
         except (ValueError, IndexError):
             failed.append("printed no figures: nothing kept")
-    meta = load("meta") or {}
+    meta, where = load("meta") or {}, provenance()
     meta.setdefault("parts", {})[name] = {
-        "seconds": round(time.monotonic() - started), "commit": git("rev-parse", "--short", "HEAD"),
-        "linux": platform.release(),  # a part's own: the machine's kernel may change between sittings
+        "seconds": round(time.monotonic() - started), "commit": where["commit"],
+        "linux": where["linux"],  # a part's own: the machine's kernel may change between sittings
         # What ran, if it is not what the commit has: the servers, the client, the scripts of bench/.
-        "changed": changed_files(),
+        "changed": where["changed"],
         "failed": failed,
         # No path of this machine: the interpreters as without_paths() writes them (the record says which they were).
         "commands": [without_paths(shlex.join("python3" if word == sys.executable else word for word in c))
                      for c in commands[:1]] + (
             ["... and {} more like it".format(len(commands) - 1)] if len(commands) > 1 else []),
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
-        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    meta.update(machine=client.machine(), openssl=ssl.OPENSSL_VERSION,
+        "when": where["when"]}
+    meta.update(machine=where["machine"], openssl=ssl.OPENSSL_VERSION,
                 cores=len(os.sched_getaffinity(0)), host=socket.gethostname())
     (RESULTS / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print("== {}: {:.0f} s{}".format(name, time.monotonic() - started, "; " + "; ".join(failed) if failed else ""),

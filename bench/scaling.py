@@ -28,17 +28,14 @@ import argparse
 import json
 import os
 import platform
-import resource
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-# client: client.py, for its /proc counter and cpu_model()
-from common import ROOT, Server, client, client_figures, kill_group, needs_proc, table
+# client: client.py, for its cpu_model()
+from common import ROOT, Server, client, kill_group, provenance, run_client, table
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
@@ -81,34 +78,15 @@ def flags(shape, n, scale, grows):
     return [str(x) for pair in values.items() for x in pair] + ["--size", "32"]
 
 
-def load_command(args, port, load_cpus, shape_flags):
-    if args.load:  # {port}, {cpus}, and the shape's {clients}, {connects}, {messages}, {size}
-        fields = dict(port=port, cpus=len(load_cpus), **{flag[2:]: value for flag, value in
-                                                         zip(shape_flags[::2], shape_flags[1::2])})
-        return [word.format(**fields) for word in shlex.split(args.load)]
-    return [sys.executable, str(ROOT / "client.py"), "--port", str(port), "--procs", str(len(load_cpus)),
-            "--json", *shape_flags]
-
-
-def run_load(command, load_cpus):
-    """The load, pinned to load_cpus: (its figures, the wall time around it, its CPU seconds: itself and every
-    process it waited for, from getrusage)."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    started = time.monotonic()
-    proc = subprocess.Popen(command, cwd=str(ROOT), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True, preexec_fn=lambda: os.sched_setaffinity(0, load_cpus))
-    figures = client_figures(proc, LOAD_TIMEOUT)
-    wall = time.monotonic() - started
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return figures, wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-
-
-def server_cpu(pid):
-    """(The CPU seconds of the server's whole process group, those of its first process alone (a pool's parent)),
-    both from one reading of its group by client.py (group_cpu(), whose `each` has every process's own)."""
-    needs_proc()
-    reading = client.group_cpu(pid)
-    return reading.seconds, next((seconds for p, _, seconds in reading.each if p == pid), 0.0)
+def run_load(args, port, load_cpus, shape_flags, server=None):
+    """The load, pinned to load_cpus (run_client(): its figures, the wall time around it, its CPU seconds and, with
+    server, the server's): client.py, or --load with {port}, {cpus}, and the shape's {clients}, {connects},
+    {messages}, {size}."""
+    fields = dict(port=port, cpus=len(load_cpus), **{flag[2:]: value for flag, value in
+                                                     zip(shape_flags[::2], shape_flags[1::2])})
+    return run_client(["--port", str(port), "--procs", str(len(load_cpus)), *shape_flags], load_cpus, server,
+                      LOAD_TIMEOUT, cwd=ROOT, command=args.load and [word.format(**fields) for word in
+                                                                    shlex.split(args.load)])
 
 
 def measure(args, script, extra, shape, n, server_cpus, load_cpus):
@@ -118,15 +96,13 @@ def measure(args, script, extra, shape, n, server_cpus, load_cpus):
     record = {"shape": shape, "server": " ".join([script, *extra]), "n": n, "server_cpus": server_cpus,
               "load_cpus": load_cpus}
     with tempfile.TemporaryDirectory() as folder:
-        server = Server(script, folder, server_args, prelude="import os; os.sched_setaffinity(0, {!r})".format(
-            set(server_cpus)))
+        server = Server(script, folder, server_args, cores=server_cpus)
         try:
             server.wait_for_port()
-            run_load(load_command(args, server.port, load_cpus, flags(shape, 1, args.scale / 10, False)), load_cpus)
-            shape_flags = flags(shape, n, args.scale, grows)
-            before = server_cpu(server.pid)
-            figures, wall, load_cpu = run_load(load_command(args, server.port, load_cpus, shape_flags), load_cpus)
-            group, leader = (after - then for after, then in zip(server_cpu(server.pid), before))
+            run_load(args, server.port, load_cpus, flags(shape, 1, args.scale / 10, False))
+            run = run_load(args, server.port, load_cpus, flags(shape, n, args.scale, grows), server.pid)
+            figures, wall, load_cpu, group, leader = (run.figures, run.wall_s, run.load_cpu_s, run.server_cpu_s,
+                                                      run.leader_cpu_s)
         except AssertionError as e:  # no port line
             figures, wall, load_cpu, group, leader = {"failed": str(e).splitlines()[0]}, 0, 0, 0, 0
         finally:
@@ -197,8 +173,9 @@ def row(s):
 
 
 def machine(cores):
+    where = provenance()
     return {"cpu": client.cpu_model(), "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores,
-            "linux": platform.release(), "python": platform.python_version()}
+            "linux": where["linux"], "python": where["python"]}
 
 
 def fail(message):

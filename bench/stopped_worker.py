@@ -18,12 +18,11 @@ import argparse
 import json
 import os
 import signal
-import subprocess
 import sys
 import tempfile
 import time
 
-from common import ROOT, Server, client_figures, wait_for_workers
+from common import Server, run_client, wait_for_workers
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals
@@ -42,18 +41,14 @@ def one_run(script, extra, workers, rate, stop):
                 pool = wait_for_workers(server.pid, workers)
             except AssertionError as e:
                 return {"failed": str(e)}
-            client = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port),
-                                       "--rate", str(rate), "--duration", str(DURATION), "--procs", "1", "--json"],
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                      start_new_session=True)
-
             def stop_a_worker():
                 time.sleep(STOP_AT)
                 os.kill(pool[0], signal.SIGSTOP)
                 time.sleep(stop)
                 os.kill(pool[0], signal.SIGCONT)
 
-            return client_figures(client, DURATION + 60, meanwhile=stop_a_worker)
+            return run_client(["--port", str(server.port), "--rate", str(rate), "--duration", str(DURATION), "--procs",
+                               "1"], timeout=DURATION + 60, meanwhile=stop_a_worker).figures
         finally:
             server.kill()
 

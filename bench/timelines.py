@@ -61,7 +61,6 @@ the machine (under a minute on 2 cores for every server): another load would sha
 import argparse
 import json
 import os
-import platform
 import shlex
 import socket
 import statistics
@@ -73,8 +72,8 @@ import time
 from pathlib import Path
 
 import draw
-from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, changed_files, client, client_figures,
-                    git, wait_for_workers, wait_until)
+from common import (CERT, ROOT, SERVERS, TIMEOUT, TLS_SERVERS, Server, provenance, run_client, wait_for_workers,
+                    wait_until)
 
 RESULTS = ROOT / "bench" / "results"
 TARGET_MS = 1.0  # the server's CPU a message that --work is calibrated to
@@ -131,11 +130,8 @@ def one_server_ms(work):
         server = Server("echo_select.py", folder, ["-q", "--work", str(work)])
         try:
             server.wait_for_port()
-            proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port), "--clients",
-                                     "1", "--connects", "1", "--messages", str(CALIBRATION_MESSAGES), "--procs", "1",
-                                     "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                    start_new_session=True)
-            figures = client_figures(proc, TIMEOUT * 6)
+            figures = run_client(["--port", str(server.port), "--clients", "1", "--connects", "1", "--messages",
+                                  str(CALIBRATION_MESSAGES), "--procs", "1"], timeout=TIMEOUT * 6).figures
         finally:
             server.kill()
     if not figures.get("msgs_per_server_cpu_s"):
@@ -173,19 +169,14 @@ def traced(script, work, load, path, meanwhile=None):
             if script in WORKERS:
                 wait_for_workers(server.pid, WORKERS[script])
             tls = ["--tls", "--cafile", str(CERT)] if script in TLS_SERVERS else []
-            proc = subprocess.Popen([sys.executable, str(ROOT / "client.py"), "--port", str(server.port), *load, *tls,
-                                     "--trace", str(path), "--json"], stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, text=True, start_new_session=True)
-            return client_figures(proc, TIMEOUT * 12, meanwhile and (lambda: meanwhile(server.port)))
+            return run_client(["--port", str(server.port), *load, *tls, "--trace", str(path)], timeout=TIMEOUT * 12,
+                              meanwhile=meanwhile and (lambda: meanwhile(server.port))).figures
         finally:
             server.kill()
 
 
 def meta(work, how, load_words, command):
-    return {"machine": client.machine(), "python": platform.python_version(), "linux": platform.release(),
-            "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "commit": git("rev-parse", "--short", "HEAD"),
-            "changed": changed_files(),  # what differed from the commit, as bench/regenerate.py keeps for its parts
+    return {**provenance(),  # and the files that differed from the commit, as bench/regenerate.py keeps for its parts
             "load": load_words, "client": command, "work": work, "work_ms": how.get("work_ms"), "calibration": how,
             "servers": []}
 

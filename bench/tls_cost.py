@@ -42,8 +42,7 @@ import sys
 import tempfile
 import time
 
-from common import (CERT, CLIENT_CORE, KEY, PIN_SERVER, SERVER_CORE, Server, client_figures, git,
-                    group_cpu_seconds, pinned_client, pinned_figures)
+from common import CERT, CLIENT_CORE, KEY, SERVER_CORE, Server, group_cpu_seconds, pin, provenance, run_client
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
@@ -63,7 +62,7 @@ SHAPES = {  # client.py flags; each run is a second or a few of server CPU
 
 
 def started(script, folder, flags):
-    server = Server(script, folder, ["-q", *flags], prelude=PIN_SERVER)
+    server = Server(script, folder, ["-q", *flags], cores=[SERVER_CORE])
     try:
         return server.wait_for_port()
     except BaseException:
@@ -76,9 +75,9 @@ def run(script, flags, shape, tls):
     with tempfile.TemporaryDirectory() as folder:
         server = started(script, folder, flags)
         try:
-            figures, used = pinned_figures(server.pid, server.port, SHAPES[shape] + (TLS_FLAGS if tls else []),
-                                           "{} {} {}".format(script, " ".join(flags[:1]), shape))
-            return figures["messages"] / used, figures
+            run = run_client(["--port", str(server.port), "--procs", "1", *SHAPES[shape], *(TLS_FLAGS if tls else [])],
+                             [CLIENT_CORE], server.pid, label="{} {} {}".format(script, " ".join(flags[:1]), shape))
+            return run.figures["messages"] / run.server_cpu_s, run.figures
         finally:
             server.kill()
 
@@ -143,17 +142,16 @@ def open_loop(script, flags, rates):
     with tempfile.TemporaryDirectory() as folder:
         server = started(script, folder, flags)
         try:
-            proc = pinned_client(server.port, ["--rate", rates, "--duration", "1", "--timeout", "2", *TLS_FLAGS])
-            sweep = client_figures(proc, timeout=600)
+            sweep = run_client(["--port", str(server.port), "--procs", "1", "--rate", rates, "--duration", "1",
+                                "--timeout", "2", *TLS_FLAGS], [CLIENT_CORE]).figures
             if sweep.get("failed") or "steps" not in sweep:
                 return sweep.get("failed") or "no sweep", None, None, None
             knee = sweep["knee"]
             past = [s["offered_rate"] for s in sweep["steps"] if knee is None or s["offered_rate"] > knee]
             rate = past[0] if past else knee
-            before = group_cpu_seconds(server.pid)
-            figures = client_figures(pinned_client(server.port, ["--rate", str(rate), "--duration", "3",
-                                                                 "--timeout", "2", *TLS_FLAGS]), timeout=120)
-            return knee, rate, figures, group_cpu_seconds(server.pid) - before
+            run = run_client(["--port", str(server.port), "--procs", "1", "--rate", str(rate), "--duration", "3",
+                             "--timeout", "2", *TLS_FLAGS], [CLIENT_CORE], server.pid, timeout=120)
+            return knee, rate, run.figures, run.server_cpu_s
         finally:
             server.kill()
 
@@ -168,7 +166,7 @@ def s_time(script, flags, procs, seconds=5):
             children = resource.getrusage(resource.RUSAGE_CHILDREN)
             before, start = group_cpu_seconds(server.pid), time.monotonic()
             runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE})) for _ in range(procs)]
+                                     preexec_fn=pin([CLIENT_CORE])) for _ in range(procs)]
             outs = [p.communicate(timeout=seconds + 30)[0] for p in runs]
             wall, used = time.monotonic() - start, group_cpu_seconds(server.pid) - before
             after = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -218,7 +216,7 @@ def speed():
     lines = []
     for args in (["ecdsap256", "ecdhp256", "ecdhx25519"], ["-evp", "aes-128-gcm"], ["-evp", "aes-256-gcm"]):
         out = subprocess.run(["openssl", "speed", "-seconds", "1", *args], capture_output=True, text=True, timeout=120,
-                             preexec_fn=lambda: os.sched_setaffinity(0, {CLIENT_CORE})).stdout
+                             preexec_fn=pin([CLIENT_CORE])).stdout
         keep = re.compile(r"^\s*(sign|op|type|\d+ bits|AES)")
         lines += [line for line in out.splitlines() if keep.match(line)]
     return lines
@@ -246,8 +244,8 @@ def main():
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    record = {"python": sys.version.split()[0], "openssl": ssl.OPENSSL_VERSION, "commit": git("rev-parse", "--short",
-                                                                                               "HEAD"),
+    where = provenance()
+    record = {"python": where["python"], "openssl": ssl.OPENSSL_VERSION, "commit": where["commit"],
               "server_core": SERVER_CORE, "client_core": CLIENT_CORE, "rounds": args.rounds, "costs": [],
               "connections": [], "rates": args.rates, "stime_procs": args.stime_procs, "handshakes": []}
     out = sys.stderr if args.json else sys.stdout

@@ -53,8 +53,9 @@ def test_a_process_servers_cpu_is_summed_over_its_workers(tmp_path):
 
 def test_a_run_reads_the_servers_group_once_each_side_and_takes_the_leader_from_that_reading(monkeypatch,
                                                                                           client_module):
-    """One reading of the group before the load and one after: the whole group's CPU and its leader's (a pool's
-    parent) both from it, so that the two figures are of the same instant."""
+    """run_client() (bench/common.py, which scaling.py measures through): one reading of the server's group before
+    the load and one after, the whole group's CPU and its leader's (a pool's parent) both from it, so that the two
+    figures are of the same instant."""
     readings = [client_module.CPU(1.0, 1e-9, each=((4321, 1, 0.25), (4322, 4321, 0.75))),
                 client_module.CPU(3.5, 1e-9, each=((4321, 1, 0.5), (4322, 4321, 3.0)))]
     taken = []
@@ -63,28 +64,10 @@ def test_a_run_reads_the_servers_group_once_each_side_and_takes_the_leader_from_
         taken.append(pgid)  # a third reading or more is counted, and given the last one
         return readings[min(len(taken), len(readings)) - 1]
 
-    class Proc:
-        def wait(self):
-            return 0
-
-    class FakeServer:
-        pid, port, proc = 4321, 1, Proc()
-
-        def __init__(self, *args, **kwargs):
-            pass
-
-        def wait_for_port(self):
-            pass
-
-    loads = iter([({"messages": 1}, 0.1, 0.01), ({"messages": 1000, "wall_s": 2.0}, 2.0, 1.0)])
     monkeypatch.setattr(bench_scaling.client, "group_cpu", group_cpu)
-    monkeypatch.setattr(bench_scaling, "Server", FakeServer)
-    monkeypatch.setattr(bench_scaling, "run_load", lambda command, load_cpus: next(loads))
-    monkeypatch.setattr(bench_scaling, "kill_group", lambda pid: None)
-    args = bench_scaling.argparse.Namespace(load=None, scale=1.0)
-    record = bench_scaling.measure(args, "echo_prefork.py", [], "held", 1, [0], [1])
+    run = bench_scaling.run_client(server=4321, command=[sys.executable, "-c", "print('{\"messages\": 1000}')"])
     assert taken == [4321, 4321], taken
-    assert record["server_cpu_s"] == 2.5 and record["leader_cpu_s"] == 0.25, record
+    assert run.server_cpu_s == 2.5 and run.leader_cpu_s == 0.25 and run.figures == {"messages": 1000}, vars(run)
 
 
 @pytest.mark.parametrize("n", ["0", str(len(set(getattr(os, "sched_getaffinity", lambda pid: {0})(0)))), "x"])
