@@ -52,6 +52,7 @@ def accept_loop(server_sock):
     deadlines = SelectorDeadlines(selector, TIMEOUT)
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
         if first_stop_signal(deadlines):  # the handler's note, read before each wait
+            accept_clients(selector, server_sock, deadlines, time.monotonic())  # those queued get EOF, not a reset
             stop_and_flush_buffers(selector, server_sock, deadlines)
             continue
         ready = selector.select(deadlines.next_wakeup())

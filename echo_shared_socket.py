@@ -74,10 +74,11 @@ def accept_loop(server_sock, accept):
     # Whoever wakes first takes the client, so one worker can run out of descriptors while others idle: crowded,
     # it leaves the socket to them (nginx's accept_disabled), and takes a turn every CROWDED_TURN seconds.
     soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0] if resource else -1
-    crowd = soft * CROWDED if soft >= 0 else math.inf  # -1: no limit (RLIM_INFINITY)
+    crowd = soft * CROWDED if soft >= 0 else math.inf
     next_turn = None
     while deadlines or deadlines.grace_end == math.inf:  # once stopping, until the last client is closed
         if first_stop_signal_in_worker(deadlines):  # the handler's note, read before each wait
+            accept_clients(selector, server_sock, most, deadlines, time.monotonic())  # those queued get EOF, not a reset
             stop_and_flush_buffers(selector, server_sock, deadlines)
             continue
         wait, woken = deadlines.next_wakeup(), False
