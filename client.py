@@ -52,8 +52,8 @@ if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail 
     sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
 
 try:
-    import resource  # Unix: the client's CPU and its descriptor limit
-except ImportError:  # Windows: CPU from os.times(), and no limit to raise
+    import resource  # Unix: the client's descriptor limit
+except ImportError:  # Windows: no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
@@ -204,8 +204,8 @@ def note(message):
 # ---------------------------------------------------------------- one worker process: the engine
 
 class Connection:
-    """One TCP connection: what it sent, what has come back, and when. `tag` makes its
-    messages its own; `scheduled` is when it was due to start (open loop) or started."""
+    """One TCP connection: what it sent, what has come back, and when. `owner` is its client's id (closed loop);
+    `tag` makes its messages its own; `scheduled` is when it was due to start (open loop) or started."""
     __slots__ = ("sock", "fd", "owner", "tag", "connecting", "closing", "seq", "expected", "received", "unsent",
                  "scheduled", "started", "echo_started", "sent_at", "deadline", "handshake_at")
 
@@ -401,8 +401,14 @@ class Engine:
         while wait is not None:
             events = poll(0 if self.ready else wait * scale)
             now = clock()  # one timestamp per wake-up: every event in it had arrived by now
-            if self.ready:
-                self.dispatch_ready(now)
+            if self.ready:  # the connects done when connect() returned, handled as if polled now
+                ready, self.ready = self.ready, []
+                for c in ready:
+                    if by_fd.get(c.fd) is c:  # not failed meanwhile
+                        try:
+                            self.established(c, now)
+                        except OSError as e:
+                            self.fail(c, e, now)
             for fd, mask in events:
                 c = by_fd.get(fd)
                 if c is None:
@@ -427,16 +433,6 @@ class Engine:
                 for c in [c for c in by_fd.values() if late or now > c.deadline]:
                     self.fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout", now)
             wait = driver.tick(now)
-
-    def dispatch_ready(self, now):
-        """The connects that were done when connect() returned, handled as if polled now."""
-        ready, self.ready = self.ready, []
-        for c in ready:
-            if self.by_fd.get(c.fd) is c:  # not failed meanwhile
-                try:
-                    self.established(c, now)
-                except OSError as e:
-                    self.fail(c, e, now)
 
     def figures(self):
         """What the parent combines: counts, and the timings as bytes."""
@@ -639,29 +635,19 @@ def tls_context(cafile):
     return context
 
 
-class Client:
-    """One of the article's workers: `connects` connections one after another."""
-    __slots__ = ("cid", "done")
-
-    def __init__(self, cid):
-        self.cid, self.done = cid, 0
-
-
 class ClosedLoop:
-    """The article's clients: each opens its connections one after another, the next
-    when the last has ended, so a slow server is asked less (closed loop). At most
-    `connecting` connects are in flight (a burst of connects overflows the server's
-    listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
-    rate, at most that many start a second. With hold, every connection is opened
-    first (with idle, each echoes once too); the workers meet at barrier, and the parent
-    reads the memory they take; after idle seconds (if given), the messages go."""
+    """The article's clients: each opens its connections one after another, the next when the last has ended, so a slow
+    server is asked less (closed loop). At most `connecting` connects are in flight (a burst of connects overflows the
+    server's listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect rate, at most that many
+    start a second. With hold, every connection is opened first (with idle, each echoes once too); the workers meet at
+    barrier, and the parent reads the memory they take; after idle seconds (if given), the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
         self.connects, self.slots, self.hold, self.idle = w.connects, w.connecting, w.hold, w.idle
-        self.clients = [Client(cid) for cid in cids]
-        self.active, self.in_flight = len(self.clients), 0
-        self.queued = collections.deque()  # clients waiting for a connect slot
+        self.done = dict.fromkeys(cids, 0)  # the article's workers (by id): connections each has ended, of `connects`
+        self.active, self.in_flight = len(self.done), 0
+        self.queued = collections.deque()  # clients (ids) waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
         self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
@@ -672,28 +658,27 @@ class ClosedLoop:
 
     def start(self, now):
         self.times["start"] = now
-        for client in self.clients:
-            self.open(client, now)
+        for cid in self.done:
+            self.open(cid, now)
 
-    def open(self, client, now):
-        """Start client's next connection, or queue it for a slot; a connect that
-        fails at once counts and moves on."""
-        engine = self.engine
+    def open(self, cid, now):
+        """Start client's next connection, or queue it for a slot; a connect that fails at once counts and moves on."""
+        engine, done = self.engine, self.done
         while True:
-            if client.done == self.connects or (engine.cutoff and now > engine.cutoff):
-                engine.errors["deadline"] += self.connects - client.done
+            if done[cid] == self.connects or (engine.cutoff and now > engine.cutoff):
+                engine.errors["deadline"] += self.connects - done[cid]
                 self.active -= 1
                 return
             if not self.may_connect(now):
-                self.queued.append(client)
+                self.queued.append(cid)
                 return
             if self.pace:  # due one interval later; a late loop catches up at most a millisecond's worth
                 self.next_connect = max(self.next_connect, now - 0.001) + self.pace
-            c = Connection(client, b":%x:%x:" % (client.done, client.cid), now)
+            c = Connection(cid, b":%x:%x:" % (done[cid], cid), now)
             if engine.connect(c, now):
                 self.in_flight += 1
                 return
-            client.done += 1
+            done[cid] += 1
 
     def may_connect(self, now):
         """A connect slot is free, and with a connect rate, the next connect is due."""
@@ -722,7 +707,7 @@ class ClosedLoop:
     def ended(self, c, now, was_connecting):
         now = now or time.perf_counter()
         self.held.discard(c)
-        c.owner.done += 1
+        self.done[c.owner] += 1
         if was_connecting:
             self.connect_done(now)
         self.open(c.owner, now)
@@ -793,17 +778,13 @@ class OpenLoop:
                 return min(at - now, 0.25)
             self.behind = max(self.behind, now - at)
             self.times["first_start"] = self.times["first_start"] or now
-            while True:  # every connection of this millisecond, each connect timed from its own start
+            following = at
+            while following == at:  # every connection of this millisecond, each connect timed from its own start
                 engine.connect(Connection(None, b":%x:" % due[self.n], at), clock())
                 self.n += 1
-                if self.n == len(due):
-                    at = None
-                    break
-                if self.due_at(self.n) != at:
-                    at = self.due_at(self.n)
-                    break
+                following = self.due_at(self.n) if self.n < len(due) else None
             self.times["last_start"] = clock()
-            self.next_at = at
+            self.next_at = at = following
         return 0.25 if engine.by_fd else None
 
     def connected(self, c, now):
@@ -848,24 +829,14 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     results.send("ready")
     if not go.wait(60 * (procs + 1)):  # the parent waits at most 60 s for each worker: it is gone
         return
-    cpu0 = cpu_seconds()
+    cpu0 = time.process_time()  # this process's CPU seconds, user and system, on every platform
     start = time.perf_counter()
     engine.cutoff = start + w.budget if w.budget else None
     driver.start(start)
     engine.run(driver)
     driver.finish()
-    cpu = cpu_seconds() - cpu0
+    cpu = time.process_time() - cpu0
     results.send(dict(engine.figures(), **driver.times, end=time.perf_counter(), cpu=cpu))
-
-
-def cpu_seconds():
-    """This process's CPU seconds, user and system: getrusage() where there is one, else os.times(),
-    which Windows fills from the process's own times."""
-    if resource is None:
-        times = os.times()
-        return times.user + times.system
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------- measuring
@@ -942,12 +913,9 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
     file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
     says why) and the kernel, read before they open and once all are held (held_memory())."""
-    if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
-        procs = max(1, min(procs, round(w.rate * w.duration)))
-        fit_descriptors(0, procs)
-    else:
-        procs = max(1, min(procs, w.clients))
-        fit_descriptors(w.clients, procs)
+    # Open loop: how many are open at once is the server's doing, and EMFILE is counted: no clients to fit.
+    procs = max(1, min(procs, round(w.rate * w.duration) if w.rate else w.clients))
+    fit_descriptors(0 if w.rate else w.clients, procs)
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
