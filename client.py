@@ -1128,34 +1128,25 @@ def kinds_text(kinds, w=None):
                      else "{:,} {}".format(n, kind) for kind, n in kinds.items()) or "-"
 
 
-def yes(value):
-    return "yes" if value else "no"
-
-
 COUNT, RATE, SHARE = "{:,}", "{:,.0f}", "{:.0%}"
+YES = lambda value: "yes" if value else "no"  # a flag in words
 MB = "{:.2f}"  # megabytes a second
 CPU_S = "{:.3f}"  # CPU seconds to the millisecond: finer than the 10 ms tick, so a reader sees the figure's digits
 WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.612/0.394"
-
-
-def tls_figures():
-    """The handshake's figures (--tls), the same in closed and open loop."""
-    return {"tls_version": figure("tls version", str, "tls", when=True),
-            "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
-            "handshakes_per_s": figure("tls handshakes/s", "{:,.1f}", "tls", when=True),
-            "handshakes_resumed": figure("tls resumed", lambda n: "{:,}{}".format(n, "" if n else " (each a full "
-                                                                                  "handshake)"), "tls", when=True),
-            "handshake_p50_ms": figure("handshake p50", ms_text, "handshake", "ms", when=True),
-            "handshake_p99_ms": figure("handshake p99", ms_text, "handshake", "ms", when=True),
-            "handshake_max_ms": figure("handshake max", ms_text, "handshake", "ms", when=True)}
-
-
-def connect_figures():
-    return {"connect_p50_ms": figure("connect p50", ms_text, "connect", "ms"),
-            "connect_p99_ms": figure("connect p99", ms_text, "connect", "ms", table=True),
-            "connect_max_ms": figure("connect max", ms_text, "connect", "ms"),
-            "syn_retries": figure("SYN retries", COUNT, "connect", table=True),
-            "max_open": figure("most open", COUNT, "connect", table=True)}
+# The handshake's figures (--tls), the same in closed and open loop.
+TLS_FIGURES = {"tls_version": figure("tls version", str, "tls", when=True),
+               "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
+               "handshakes_per_s": figure("tls handshakes/s", "{:,.1f}", "tls", when=True),
+               "handshakes_resumed": figure("tls resumed", lambda n: "{:,}{}".format(n, "" if n else " (each a full "
+                                                                                     "handshake)"), "tls", when=True),
+               "handshake_p50_ms": figure("handshake p50", ms_text, "handshake", "ms", when=True),
+               "handshake_p99_ms": figure("handshake p99", ms_text, "handshake", "ms", when=True),
+               "handshake_max_ms": figure("handshake max", ms_text, "handshake", "ms", when=True)}
+CONNECT_FIGURES = {"connect_p50_ms": figure("connect p50", ms_text, "connect", "ms"),
+                   "connect_p99_ms": figure("connect p99", ms_text, "connect", "ms", table=True),
+                   "connect_max_ms": figure("connect max", ms_text, "connect", "ms"),
+                   "syn_retries": figure("SYN retries", COUNT, "connect", table=True),
+                   "max_open": figure("most open", COUNT, "connect", table=True)}
 
 
 def client_figures(per, errors_column):
@@ -1190,12 +1181,12 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "msgs_per_s": figure("msgs/s", RATE, "rates", table=True),
     "mb_per_s": figure("MB/s", MB, "rates", table=True),
     "conns_per_s": figure("connections/s", RATE, "rates"),
-    **connect_figures(),
+    **CONNECT_FIGURES,
     "p50_ms": figure("latency p50", ms_text, "latency", "ms"),
     "p90_ms": figure("latency p90", ms_text, "latency", "ms"),
     "p99_ms": figure("latency p99", ms_text, "latency", "ms", table=True),
     "max_ms": figure("latency max", ms_text, "latency", "ms"),
-    **tls_figures(),
+    **TLS_FIGURES,
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True, table=True),
     # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
@@ -1203,7 +1194,7 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # --all: how far the measured runs' messages per server CPU-second lie apart, +- half their range.
     "msgs_per_server_cpu_spread": figure("msgs per server CPU-s +-", "{:.0%}", "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
-    "client_bound": figure("client-bound", yes, "server", when=True, table=True),
+    "client_bound": figure("client-bound", YES, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
     "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU(CPU_S.format(x) for x in s), "server", "s",
                            when=True, table=True),
@@ -1230,7 +1221,7 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     "started": figure("started", COUNT, "schedule"),
     "achieved_rate": figure("started/s", RATE, "schedule", table=True),
     "behind_ms": figure("behind", ms_text, "schedule", "ms", table=True),
-    "kept_schedule": figure("schedule kept", yes, "schedule"),
+    "kept_schedule": figure("schedule kept", YES, "schedule"),
     "connections": figure("replies", COUNT, "replies"),
     "reply_rate": figure("replies/s", RATE, "replies", table=True),
     "messages": figure("messages verified", COUNT, "messages"),
@@ -1243,8 +1234,8 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     # Responses that waited: past the knee's p99 bound (100 ms), and past a second (a stall, a SYN retry).
     "responses_100ms_or_more": figure("responses of 100 ms+", COUNT, "response"),
     "responses_1s_or_more": figure("of 1 s+", COUNT, "response"),
-    **connect_figures(),
-    **tls_figures(),
+    **CONNECT_FIGURES,
+    **TLS_FIGURES,
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True),
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True),
     **client_figures("connection", True),
@@ -1300,18 +1291,19 @@ def as_dict(value):
 
 # ---- combining the workers' figures into a record
 
-def counted(parts):
-    """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
+def counted(parts, per):
+    """The figures every mode shares: counts, errors by kind, the client's own limits, CPU (client_us: per message,
+    or per connection started: per names the count)."""
     errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_WORDS}
-    ordered = timings(parts, "connect_times")
+    ordered, cpu = timings(parts, "connect_times"), sum(p["cpu"] for p in parts)
     return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
             "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
             "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
             "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
             "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
-            "client_cpu_s": sum(p["cpu"] for p in parts), "connect_p50_ms": percentile(ordered, 0.50),
-            "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
-            "syn_retries": at_least(ordered, SYN_RETRY)}
+            "client_cpu_s": cpu, "client_us": 1e6 * cpu / max(1, sum(p[per] for p in parts)),
+            "connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
+            "connect_max_ms": percentile(ordered, 1.0), "syn_retries": at_least(ordered, SYN_RETRY)}
 
 
 def handshake_figures(parts, seconds):
@@ -1327,9 +1319,8 @@ def handshake_figures(parts, seconds):
 
 def combine(parts, w):
     """Closed loop: the article's averages, rates over the run (or its echo phase), latency per message."""
-    figures = counted(parts)
+    figures = counted(parts, "messages")
     messages, connections = figures["messages"], figures["connections"]
-    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, messages)
     attempted = w.clients * w.connects
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = timings(parts, "latencies")
@@ -1357,8 +1348,7 @@ def combine_open(parts, w):
     """Open loop: the offered and achieved start rates, the reply rate, and response
     times from each connection's scheduled start, as httperf and wrk2 report them."""
     started = sum(p["started"] for p in parts)
-    figures = counted(parts)
-    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, started)
+    figures = counted(parts, "started")
     rate, duration = w.rate, w.duration
     start = min(p["start"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
