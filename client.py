@@ -215,14 +215,12 @@ class Connection:
 
 
 class Engine:
-    """A worker process's event loop. It connects each Connection, sends its messages
-    one at a time, verifies every echo byte for byte, half-closes and expects EOF, and
-    bounds every wait. Its handlers (connected, send, readable, fail) carry one
-    connection each; the loop only dispatches. A driver decides when connections start:
-    ClosedLoop (the article's clients, one connection after another) or OpenLoop (on a
-    clock). The engine asks it driver.connected(c, now) -> send now?, tells it
-    driver.ended(c, now, was_connecting), and calls driver.tick(now) -> seconds to sleep,
-    or None when it is done."""
+    """A worker process's event loop. It connects each Connection, sends its messages one at a time, verifies every echo
+    byte for byte, half-closes and expects EOF, and bounds every wait. Its handlers (connected, send, readable, fail)
+    carry one connection each; the loop only dispatches. A driver decides when connections start: ClosedLoop (the
+    article's clients, one connection after another) or OpenLoop (on a clock). The engine asks it
+    driver.connected(c, now) -> send now?, tells it driver.ended(c, now, was_connecting), and calls driver.tick(now) ->
+    seconds to sleep, or None when it is done."""
 
     def __init__(self, address, w):
         # epoll where there is one (poll elsewhere, select() on Windows), used directly: this
@@ -484,11 +482,10 @@ class SelectPoller:
 
 
 class TLSEngine(Engine):
-    """The engine over TLS (--tls): all that TLS changes is here and in TLSSocket, so the plain
-    engine pays nothing for it. Once TCP is up, the socket is wrapped without its handshake,
-    which the loop drives: while it lasts the connection counts as connecting, and each event
-    goes to connected(), where SSLWantReadError and SSLWantWriteError say which event it waits
-    for. Each connection makes a full handshake, as a new client does, unless --tls-resume."""
+    """The engine over TLS (--tls): all that TLS changes is here and in TLSSocket, so the plain engine pays nothing for
+    it. Once TCP is up, the socket is wrapped without its handshake, which the loop drives: while it lasts the
+    connection counts as connecting, and each event goes to connected(), where SSLWantReadError and SSLWantWriteError
+    say which event it waits for. Each connection makes a full handshake, as a new client does, unless --tls-resume."""
 
     def __init__(self, address, w, server_name):
         super().__init__(address, w)
@@ -549,15 +546,13 @@ class TLSEngine(Engine):
 
 
 class TLSSocket(ssl.SSLSocket):
-    """The SSLSocket the TLS engine's connections use: recv() and shutdown() as the engine uses
-    a TCP socket's."""
+    """The SSLSocket the TLS engine's connections use: recv() and shutdown() as the engine uses a TCP socket's."""
 
     def recv(self, buflen=1024, flags=0):
-        """What has come, decrypted; b"" at EOF, the server's close_notify included (after ours
-        it raises SSLZeroReturnError). Each recv() returns one record at most (16 KiB): while the
-        last was full, more of a long echo may have come, so read on (the rest wakes epoll).
-        Nothing stays decrypted in the SSL object, which epoll cannot see: a record fits in 64
-        KiB (pending() is 0, checked all the same)."""
+        """What has come, decrypted; b"" at EOF, the server's close_notify included (after ours it raises
+        SSLZeroReturnError). Each recv() returns one record at most (16 KiB): while the last was full, more of a long
+        echo may have come, so read on (the rest wakes epoll). Nothing stays decrypted in the SSL object, which epoll
+        cannot see: a record fits in 64 KiB (pending() is 0, checked all the same)."""
         try:
             data = chunk = super().recv(65536)
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # EOF, after close_notify or without one (asyncio
@@ -573,10 +568,8 @@ class TLSSocket(ssl.SSLSocket):
     def shutdown(self, how):
         """TLS's half-close: close_notify. unwrap() sends ours, then reads for the server's, which
         cannot have come yet; a recv() reads it later as EOF."""
-        try:
+        with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read next
             self.unwrap()
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read as such next
-            pass
 
 
 class Tracing:
@@ -745,14 +738,12 @@ class ClosedLoop:
 
 
 class OpenLoop:
-    """Connections start on a clock, `rate` a second over all workers, whether or not
-    the earlier ones have finished (httperf's open loop). Of P workers, worker i starts
-    connections i, i+P, i+2P, ...; connection k is due at the start of the millisecond in
-    which k/rate falls, and its response time counts from then: a server that stalls keeps
-    being asked, and the wait of every connection due meanwhile shows (wrk2's coordinated
-    omission). The schedule is in whole milliseconds so that the connections due in one
-    millisecond start in one wake-up, and their events come back together: the client
-    spends its CPU on connections, not on waking up."""
+    """Connections start on a clock, `rate` a second over all workers, whether or not the earlier ones have finished
+    (httperf's open loop). Of P workers, worker i starts connections i, i+P, i+2P, ...; connection k is due at the start
+    of the millisecond in which k/rate falls, and its response time counts from then: a server that stalls keeps being
+    asked, and the wait of every connection due meanwhile shows (wrk2's coordinated omission). The schedule is in whole
+    milliseconds so that the connections due in one millisecond start in one wake-up, and their events come back
+    together: the client spends its CPU on connections, not on waking up."""
 
     def __init__(self, engine, w, index, procs):
         self.engine = engine
@@ -850,10 +841,8 @@ def fit_descriptors(clients, procs, grow=False):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = max(procs, -(-clients // max(1, soft - SPARE_DESCRIPTORS))) if grow else procs
     need = -(-clients // procs) + SPARE_DESCRIPTORS
@@ -1439,14 +1428,13 @@ def error_share(step):
 # ---------------------------------------------------------------- --all: every server, ranked
 
 class CPU(NamedTuple):
-    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every
-    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited
-    (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
-    process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
-    coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
-    (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
-    server's own process (the group's leader, the tree's top) while it runs; None where it had ended. each:
-    ((pid, parent's pid, CPU seconds), ...), each process counted."""
+    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every thread
+    counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited (/proc/PID/stat counts
+    those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each process has reaped (cutime +
+    cstime, ticks too). A window's CPU is after - before: off by at most the coarser of the two readings' resolutions,
+    and two ticks for each process that reaped a child meanwhile (where none did, that term is the same on both sides
+    and adds nothing). root: (pid, start time) of the server's own process (the group's leader, the tree's top) while it
+    runs; None where it had ended. each: ((pid, parent's pid, CPU seconds), ...), each process counted."""
     seconds: float
     resolution: float
     reaped: tuple = ()
@@ -1546,12 +1534,11 @@ def cpu_of(p, tick=None):
 
 
 def group_cpu(pgid, settle=0.0, tree=False):
-    """The CPU used so far by process group pgid (a server started in a session of its own: it and every
-    process it started), from outside: each process's cpu_of(), so that exited threads and reaped
-    children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
-    socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
-    for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
-    has ended."""
+    """The CPU used so far by process group pgid (a server started in a session of its own: it and every process it
+    started), from outside: each process's cpu_of(), so that exited threads and reaped children are counted. With tree,
+    pgid is a pid: that process and its descendants (a server found by its socket, whose group may be a shell's). A CPU;
+    None where there is no /proc. settle: seconds it may wait for them to be idle (no thread running: then nanoseconds
+    are nanoseconds), as a server is once its load has ended."""
     deadline = time.monotonic() + settle
     while True:
         found = processes()
@@ -1617,9 +1604,8 @@ def listening_sockets(port):
 
 
 def listening_server(port):
-    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
-    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
-    or (None, why not in words)."""
+    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in /proc/net/tcp{,6}, then
+    the process holding it among /proc/*/fd; of a pool sharing it, the topmost), or (None, why not in words)."""
     inodes = listening_sockets(port)
     if inodes is None:
         return None, "this system has no /proc (Linux only)"
@@ -1716,10 +1702,8 @@ class RunningServer:
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.proc.wait()
         self.err.seek(0)
         self.stderr = self.err.read().decode(errors="replace")
@@ -2198,11 +2182,9 @@ API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_he
 def number(low, high, kind=int):
     """An argparse type: a number of kind from low to high."""
     def parse(text):
-        try:
+        with contextlib.suppress(ValueError):
             if low <= kind(text) <= high:
                 return kind(text)
-        except ValueError:
-            pass
         raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
     return parse
 
@@ -2258,8 +2240,8 @@ def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
                  timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
-                 connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency, duration=args.duration,
-                 seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
+                 connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency,
+                 duration=args.duration, seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
 
 
