@@ -436,9 +436,8 @@ class Engine:
         """What the parent combines: counts, and the timings as bytes."""
         return {"messages": len(self.latencies), "connections": self.connections, "echo_sum": self.echo_sum,
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
-                "client_limits": self.client_limits, "last_done": self.last_done,
-                "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes(),
+                "client_limits": self.client_limits, "last_done": self.last_done, "latencies": self.latencies.tobytes(),
+                "responses": self.responses.tobytes(), "connect_times": self.connect_times.tobytes(),
                 "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
 
 
@@ -1011,9 +1010,8 @@ def write_trace(path, t0, host, port, w, parts):
     "A trace of each connection".)"""
     at = lambda t: None if t is None else round(t - t0, 6)
     lines = [{"trace": 1, "t0": t0, "clock": "perf_counter", "host": host, "port": port, "workload": as_dict(w)}]
-    lines += [dict(life, connect=[at(t) for t in life["connect"]], messages=[[at(s), at(e)] for s, e in
-                                                                            life["messages"]], end=at(life["end"]))
-              for part in parts for life in part["trace"]]
+    lines += [dict(life, connect=[at(t) for t in life["connect"]], end=at(life["end"]),
+                   messages=[[at(s), at(e)] for s, e in life["messages"]]) for part in parts for life in part["trace"]]
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -1268,7 +1266,7 @@ def text_lines(r, marks={}):
 
 
 def as_dict(value):
-    """JSON for a record (the figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
+    """JSON for a record (figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
     if isinstance(value, (Run, Step)):  # an --all row says which server, and whether it failed
         row = {"server": value.server, "failed": value.failed} if value.server else {}
         return dict(row, **{name: v for name, _, v in shown(value)})
@@ -1648,9 +1646,8 @@ class RunningServer:
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
-        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
-                                      *cert, *extra],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
+        command = [sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert, *extra]
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
         RunningServer.started.append(self)
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
@@ -2212,9 +2209,8 @@ def parse_rate(text):
             raise ValueError
         values = [float(part) for part in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            "expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, got {!r}".format(text)
-        ) from None
+        raise argparse.ArgumentTypeError("expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, "
+                                         "got {!r}".format(text)) from None
     # Written as "inside the range" so that nan, which compares false, fails too.
     if not all(0 < value <= MAX_RATE for value in values):
         raise argparse.ArgumentTypeError("rates and steps must be above 0 and at most {:,}, got {!r}".format(
@@ -2350,7 +2346,8 @@ def build_parser():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("what to measure").add_argument
     group("--host", default="127.0.0.1", metavar="H", help="server address, IPv4 or IPv6 (default: %(default)s)")
-    group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
+    group("--port", type=number(1, 65535), default=7777, metavar="PORT",
+          help="the server's port (default: %(default)s)")
     group("--all", action="store_true", help="rank every echo_*.py here (scenario: {})".format(DEFAULT_SCENARIO))
     group("--servers", type=names, metavar="LIST", help="with --all, only these: 'epoll,select'")
     group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
