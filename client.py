@@ -52,8 +52,8 @@ if sys.version_info < (3, 10):  # the oldest the pack supports: older ones fail 
     sys.exit("{}: needs Python 3.10 or newer; this is Python {}".format(sys.argv[0], sys.version.split()[0]))
 
 try:
-    import resource  # Unix: the client's CPU and its descriptor limit
-except ImportError:  # Windows: CPU from os.times(), and no limit to raise
+    import resource  # Unix: the client's descriptor limit
+except ImportError:  # Windows: no limit to raise
     resource = None
 
 HERE = Path(__file__).resolve().parent
@@ -204,8 +204,8 @@ def note(message):
 # ---------------------------------------------------------------- one worker process: the engine
 
 class Connection:
-    """One TCP connection: what it sent, what has come back, and when. `tag` makes its
-    messages its own; `scheduled` is when it was due to start (open loop) or started."""
+    """One TCP connection: what it sent, what has come back, and when. `owner` is its client's id (closed loop);
+    `tag` makes its messages its own; `scheduled` is when it was due to start (open loop) or started."""
     __slots__ = ("sock", "fd", "owner", "tag", "connecting", "closing", "seq", "expected", "received", "unsent",
                  "scheduled", "started", "echo_started", "sent_at", "deadline", "handshake_at")
 
@@ -215,14 +215,12 @@ class Connection:
 
 
 class Engine:
-    """A worker process's event loop. It connects each Connection, sends its messages
-    one at a time, verifies every echo byte for byte, half-closes and expects EOF, and
-    bounds every wait. Its handlers (connected, send, readable, fail) carry one
-    connection each; the loop only dispatches. A driver decides when connections start:
-    ClosedLoop (the article's clients, one connection after another) or OpenLoop (on a
-    clock). The engine asks it driver.connected(c, now) -> send now?, tells it
-    driver.ended(c, now, was_connecting), and calls driver.tick(now) -> seconds to sleep,
-    or None when it is done."""
+    """A worker process's event loop. It connects each Connection, sends its messages one at a time, verifies every echo
+    byte for byte, half-closes and expects EOF, and bounds every wait. Its handlers (connected, send, readable, fail)
+    carry one connection each; the loop only dispatches. A driver decides when connections start: ClosedLoop (the
+    article's clients, one connection after another) or OpenLoop (on a clock). The engine asks it
+    driver.connected(c, now) -> send now?, tells it driver.ended(c, now, was_connecting), and calls driver.tick(now) ->
+    seconds to sleep, or None when it is done."""
 
     def __init__(self, address, w):
         # epoll where there is one (poll elsewhere, select() on Windows), used directly: this
@@ -401,8 +399,14 @@ class Engine:
         while wait is not None:
             events = poll(0 if self.ready else wait * scale)
             now = clock()  # one timestamp per wake-up: every event in it had arrived by now
-            if self.ready:
-                self.dispatch_ready(now)
+            if self.ready:  # the connects done when connect() returned, handled as if polled now
+                ready, self.ready = self.ready, []
+                for c in ready:
+                    if by_fd.get(c.fd) is c:  # not failed meanwhile
+                        try:
+                            self.established(c, now)
+                        except OSError as e:
+                            self.fail(c, e, now)
             for fd, mask in events:
                 c = by_fd.get(fd)
                 if c is None:
@@ -428,23 +432,12 @@ class Engine:
                     self.fail(c, "deadline" if late else "connect timeout" if c.connecting else "timeout", now)
             wait = driver.tick(now)
 
-    def dispatch_ready(self, now):
-        """The connects that were done when connect() returned, handled as if polled now."""
-        ready, self.ready = self.ready, []
-        for c in ready:
-            if self.by_fd.get(c.fd) is c:  # not failed meanwhile
-                try:
-                    self.established(c, now)
-                except OSError as e:
-                    self.fail(c, e, now)
-
     def figures(self):
         """What the parent combines: counts, and the timings as bytes."""
         return {"messages": len(self.latencies), "connections": self.connections, "echo_sum": self.echo_sum,
                 "connect_sum": sum(self.connect_times), "max_open": self.max_open, "errors": self.errors,
-                "client_limits": self.client_limits, "last_done": self.last_done,
-                "latencies": self.latencies.tobytes(), "responses": self.responses.tobytes(),
-                "connect_times": self.connect_times.tobytes(),
+                "client_limits": self.client_limits, "last_done": self.last_done, "latencies": self.latencies.tobytes(),
+                "responses": self.responses.tobytes(), "connect_times": self.connect_times.tobytes(),
                 "handshakes": self.handshakes.tobytes(), "resumed": 0, "tls_version": None}
 
 
@@ -488,11 +481,10 @@ class SelectPoller:
 
 
 class TLSEngine(Engine):
-    """The engine over TLS (--tls): all that TLS changes is here and in TLSSocket, so the plain
-    engine pays nothing for it. Once TCP is up, the socket is wrapped without its handshake,
-    which the loop drives: while it lasts the connection counts as connecting, and each event
-    goes to connected(), where SSLWantReadError and SSLWantWriteError say which event it waits
-    for. Each connection makes a full handshake, as a new client does, unless --tls-resume."""
+    """The engine over TLS (--tls): all that TLS changes is here and in TLSSocket, so the plain engine pays nothing for
+    it. Once TCP is up, the socket is wrapped without its handshake, which the loop drives: while it lasts the
+    connection counts as connecting, and each event goes to connected(), where SSLWantReadError and SSLWantWriteError
+    say which event it waits for. Each connection makes a full handshake, as a new client does, unless --tls-resume."""
 
     def __init__(self, address, w, server_name):
         super().__init__(address, w)
@@ -553,15 +545,13 @@ class TLSEngine(Engine):
 
 
 class TLSSocket(ssl.SSLSocket):
-    """The SSLSocket the TLS engine's connections use: recv() and shutdown() as the engine uses
-    a TCP socket's."""
+    """The SSLSocket the TLS engine's connections use: recv() and shutdown() as the engine uses a TCP socket's."""
 
     def recv(self, buflen=1024, flags=0):
-        """What has come, decrypted; b"" at EOF, the server's close_notify included (after ours
-        it raises SSLZeroReturnError). Each recv() returns one record at most (16 KiB): while the
-        last was full, more of a long echo may have come, so read on (the rest wakes epoll).
-        Nothing stays decrypted in the SSL object, which epoll cannot see: a record fits in 64
-        KiB (pending() is 0, checked all the same)."""
+        """What has come, decrypted; b"" at EOF, the server's close_notify included (after ours it raises
+        SSLZeroReturnError). Each recv() returns one record at most (16 KiB): while the last was full, more of a long
+        echo may have come, so read on (the rest wakes epoll). Nothing stays decrypted in the SSL object, which epoll
+        cannot see: a record fits in 64 KiB (pending() is 0, checked all the same)."""
         try:
             data = chunk = super().recv(65536)
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # EOF, after close_notify or without one (asyncio
@@ -577,10 +567,8 @@ class TLSSocket(ssl.SSLSocket):
     def shutdown(self, how):
         """TLS's half-close: close_notify. unwrap() sends ours, then reads for the server's, which
         cannot have come yet; a recv() reads it later as EOF."""
-        try:
+        with contextlib.suppress(ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read next
             self.unwrap()
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, ssl.SSLEOFError):  # EOF: read as such next
-            pass
 
 
 class Tracing:
@@ -639,29 +627,19 @@ def tls_context(cafile):
     return context
 
 
-class Client:
-    """One of the article's workers: `connects` connections one after another."""
-    __slots__ = ("cid", "done")
-
-    def __init__(self, cid):
-        self.cid, self.done = cid, 0
-
-
 class ClosedLoop:
-    """The article's clients: each opens its connections one after another, the next
-    when the last has ended, so a slow server is asked less (closed loop). At most
-    `connecting` connects are in flight (a burst of connects overflows the server's
-    listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect
-    rate, at most that many start a second. With hold, every connection is opened
-    first (with idle, each echoes once too); the workers meet at barrier, and the parent
-    reads the memory they take; after idle seconds (if given), the messages go."""
+    """The article's clients: each opens its connections one after another, the next when the last has ended, so a slow
+    server is asked less (closed loop). At most `connecting` connects are in flight (a burst of connects overflows the
+    server's listen queue: SYNs are dropped and retried after 1, 3, 7 s), and with a connect rate, at most that many
+    start a second. With hold, every connection is opened first (with idle, each echoes once too); the workers meet at
+    barrier, and the parent reads the memory they take; after idle seconds (if given), the messages go."""
 
     def __init__(self, engine, cids, w, barrier):
         self.engine, self.barrier = engine, barrier
         self.connects, self.slots, self.hold, self.idle = w.connects, w.connecting, w.hold, w.idle
-        self.clients = [Client(cid) for cid in cids]
-        self.active, self.in_flight = len(self.clients), 0
-        self.queued = collections.deque()  # clients waiting for a connect slot
+        self.done = dict.fromkeys(cids, 0)  # the article's workers (by id): connections each has ended, of `connects`
+        self.active, self.in_flight = len(self.done), 0
+        self.queued = collections.deque()  # clients (ids) waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
         self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
@@ -672,28 +650,27 @@ class ClosedLoop:
 
     def start(self, now):
         self.times["start"] = now
-        for client in self.clients:
-            self.open(client, now)
+        for cid in self.done:
+            self.open(cid, now)
 
-    def open(self, client, now):
-        """Start client's next connection, or queue it for a slot; a connect that
-        fails at once counts and moves on."""
-        engine = self.engine
+    def open(self, cid, now):
+        """Start client's next connection, or queue it for a slot; a connect that fails at once counts and moves on."""
+        engine, done = self.engine, self.done
         while True:
-            if client.done == self.connects or (engine.cutoff and now > engine.cutoff):
-                engine.errors["deadline"] += self.connects - client.done
+            if done[cid] == self.connects or (engine.cutoff and now > engine.cutoff):
+                engine.errors["deadline"] += self.connects - done[cid]
                 self.active -= 1
                 return
             if not self.may_connect(now):
-                self.queued.append(client)
+                self.queued.append(cid)
                 return
             if self.pace:  # due one interval later; a late loop catches up at most a millisecond's worth
                 self.next_connect = max(self.next_connect, now - 0.001) + self.pace
-            c = Connection(client, b":%x:%x:" % (client.done, client.cid), now)
+            c = Connection(cid, b":%x:%x:" % (done[cid], cid), now)
             if engine.connect(c, now):
                 self.in_flight += 1
                 return
-            client.done += 1
+            done[cid] += 1
 
     def may_connect(self, now):
         """A connect slot is free, and with a connect rate, the next connect is due."""
@@ -722,7 +699,7 @@ class ClosedLoop:
     def ended(self, c, now, was_connecting):
         now = now or time.perf_counter()
         self.held.discard(c)
-        c.owner.done += 1
+        self.done[c.owner] += 1
         if was_connecting:
             self.connect_done(now)
         self.open(c.owner, now)
@@ -760,14 +737,12 @@ class ClosedLoop:
 
 
 class OpenLoop:
-    """Connections start on a clock, `rate` a second over all workers, whether or not
-    the earlier ones have finished (httperf's open loop). Of P workers, worker i starts
-    connections i, i+P, i+2P, ...; connection k is due at the start of the millisecond in
-    which k/rate falls, and its response time counts from then: a server that stalls keeps
-    being asked, and the wait of every connection due meanwhile shows (wrk2's coordinated
-    omission). The schedule is in whole milliseconds so that the connections due in one
-    millisecond start in one wake-up, and their events come back together: the client
-    spends its CPU on connections, not on waking up."""
+    """Connections start on a clock, `rate` a second over all workers, whether or not the earlier ones have finished
+    (httperf's open loop). Of P workers, worker i starts connections i, i+P, i+2P, ...; connection k is due at the start
+    of the millisecond in which k/rate falls, and its response time counts from then: a server that stalls keeps being
+    asked, and the wait of every connection due meanwhile shows (wrk2's coordinated omission). The schedule is in whole
+    milliseconds so that the connections due in one millisecond start in one wake-up, and their events come back
+    together: the client spends its CPU on connections, not on waking up."""
 
     def __init__(self, engine, w, index, procs):
         self.engine = engine
@@ -793,17 +768,13 @@ class OpenLoop:
                 return min(at - now, 0.25)
             self.behind = max(self.behind, now - at)
             self.times["first_start"] = self.times["first_start"] or now
-            while True:  # every connection of this millisecond, each connect timed from its own start
+            following = at
+            while following == at:  # every connection of this millisecond, each connect timed from its own start
                 engine.connect(Connection(None, b":%x:" % due[self.n], at), clock())
                 self.n += 1
-                if self.n == len(due):
-                    at = None
-                    break
-                if self.due_at(self.n) != at:
-                    at = self.due_at(self.n)
-                    break
+                following = self.due_at(self.n) if self.n < len(due) else None
             self.times["last_start"] = clock()
-            self.next_at = at
+            self.next_at = at = following
         return 0.25 if engine.by_fd else None
 
     def connected(self, c, now):
@@ -848,24 +819,14 @@ def run_worker(address, share, w, go, barrier, results, host, traced=False):
     results.send("ready")
     if not go.wait(60 * (procs + 1)):  # the parent waits at most 60 s for each worker: it is gone
         return
-    cpu0 = cpu_seconds()
+    cpu0 = time.process_time()  # this process's CPU seconds, user and system, on every platform
     start = time.perf_counter()
     engine.cutoff = start + w.budget if w.budget else None
     driver.start(start)
     engine.run(driver)
     driver.finish()
-    cpu = cpu_seconds() - cpu0
+    cpu = time.process_time() - cpu0
     results.send(dict(engine.figures(), **driver.times, end=time.perf_counter(), cpu=cpu))
-
-
-def cpu_seconds():
-    """This process's CPU seconds, user and system: getrusage() where there is one, else os.times(),
-    which Windows fills from the process's own times."""
-    if resource is None:
-        times = os.times()
-        return times.user + times.system
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
 
 
 # ---------------------------------------------------------------- measuring
@@ -879,10 +840,8 @@ def fit_descriptors(clients, procs, grow=False):
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
     if soft < target:
-        try:
+        with contextlib.suppress(ValueError, OSError):
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        except (ValueError, OSError):
-            pass
         soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
     procs = max(procs, -(-clients // max(1, soft - SPARE_DESCRIPTORS))) if grow else procs
     need = -(-clients // procs) + SPARE_DESCRIPTORS
@@ -942,12 +901,9 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     """Run workload w against host:port; return the combined figures (and write each connection's life to the
     file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
     says why) and the kernel, read before they open and once all are held (held_memory())."""
-    if w.rate:  # open loop: how many are open at once is the server's doing; EMFILE is counted
-        procs = max(1, min(procs, round(w.rate * w.duration)))
-        fit_descriptors(0, procs)
-    else:
-        procs = max(1, min(procs, w.clients))
-        fit_descriptors(w.clients, procs)
+    # Open loop: how many are open at once is the server's doing, and EMFILE is counted: no clients to fit.
+    procs = max(1, min(procs, round(w.rate * w.duration) if w.rate else w.clients))
+    fit_descriptors(0 if w.rate else w.clients, procs)
     # The host decides the family: 127.0.0.1 is IPv4, ::1 is IPv6.
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
@@ -1054,9 +1010,8 @@ def write_trace(path, t0, host, port, w, parts):
     "A trace of each connection".)"""
     at = lambda t: None if t is None else round(t - t0, 6)
     lines = [{"trace": 1, "t0": t0, "clock": "perf_counter", "host": host, "port": port, "workload": as_dict(w)}]
-    lines += [dict(life, connect=[at(t) for t in life["connect"]], messages=[[at(s), at(e)] for s, e in
-                                                                            life["messages"]], end=at(life["end"]))
-              for part in parts for life in part["trace"]]
+    lines += [dict(life, connect=[at(t) for t in life["connect"]], end=at(life["end"]),
+                   messages=[[at(s), at(e)] for s, e in life["messages"]]) for part in parts for life in part["trace"]]
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join(json.dumps(line) + "\n" for line in lines))
 
@@ -1160,34 +1115,25 @@ def kinds_text(kinds, w=None):
                      else "{:,} {}".format(n, kind) for kind, n in kinds.items()) or "-"
 
 
-def yes(value):
-    return "yes" if value else "no"
-
-
 COUNT, RATE, SHARE = "{:,}", "{:,.0f}", "{:.0%}"
+YES = lambda value: "yes" if value else "no"  # a flag in words
 MB = "{:.2f}"  # megabytes a second
 CPU_S = "{:.3f}"  # CPU seconds to the millisecond: finer than the 10 ms tick, so a reader sees the figure's digits
 WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.612/0.394"
-
-
-def tls_figures():
-    """The handshake's figures (--tls), the same in closed and open loop."""
-    return {"tls_version": figure("tls version", str, "tls", when=True),
-            "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
-            "handshakes_per_s": figure("tls handshakes/s", "{:,.1f}", "tls", when=True),
-            "handshakes_resumed": figure("tls resumed", lambda n: "{:,}{}".format(n, "" if n else " (each a full "
-                                                                                  "handshake)"), "tls", when=True),
-            "handshake_p50_ms": figure("handshake p50", ms_text, "handshake", "ms", when=True),
-            "handshake_p99_ms": figure("handshake p99", ms_text, "handshake", "ms", when=True),
-            "handshake_max_ms": figure("handshake max", ms_text, "handshake", "ms", when=True)}
-
-
-def connect_figures():
-    return {"connect_p50_ms": figure("connect p50", ms_text, "connect", "ms"),
-            "connect_p99_ms": figure("connect p99", ms_text, "connect", "ms", table=True),
-            "connect_max_ms": figure("connect max", ms_text, "connect", "ms"),
-            "syn_retries": figure("SYN retries", COUNT, "connect", table=True),
-            "max_open": figure("most open", COUNT, "connect", table=True)}
+# The handshake's figures (--tls), the same in closed and open loop.
+TLS_FIGURES = {"tls_version": figure("tls version", str, "tls", when=True),
+               "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
+               "handshakes_per_s": figure("tls handshakes/s", "{:,.1f}", "tls", when=True),
+               "handshakes_resumed": figure("tls resumed", lambda n: "{:,}{}".format(n, "" if n else " (each a full "
+                                                                                     "handshake)"), "tls", when=True),
+               "handshake_p50_ms": figure("handshake p50", ms_text, "handshake", "ms", when=True),
+               "handshake_p99_ms": figure("handshake p99", ms_text, "handshake", "ms", when=True),
+               "handshake_max_ms": figure("handshake max", ms_text, "handshake", "ms", when=True)}
+CONNECT_FIGURES = {"connect_p50_ms": figure("connect p50", ms_text, "connect", "ms"),
+                   "connect_p99_ms": figure("connect p99", ms_text, "connect", "ms", table=True),
+                   "connect_max_ms": figure("connect max", ms_text, "connect", "ms"),
+                   "syn_retries": figure("SYN retries", COUNT, "connect", table=True),
+                   "max_open": figure("most open", COUNT, "connect", table=True)}
 
 
 def client_figures(per, errors_column):
@@ -1222,12 +1168,12 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     "msgs_per_s": figure("msgs/s", RATE, "rates", table=True),
     "mb_per_s": figure("MB/s", MB, "rates", table=True),
     "conns_per_s": figure("connections/s", RATE, "rates"),
-    **connect_figures(),
+    **CONNECT_FIGURES,
     "p50_ms": figure("latency p50", ms_text, "latency", "ms"),
     "p90_ms": figure("latency p90", ms_text, "latency", "ms"),
     "p99_ms": figure("latency p99", ms_text, "latency", "ms", table=True),
     "max_ms": figure("latency max", ms_text, "latency", "ms"),
-    **tls_figures(),
+    **TLS_FIGURES,
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True, table=True),
     # What the server's CPU may be short by: 1 ns (schedstat), or clock ticks where threads had exited.
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True, table=True),
@@ -1235,7 +1181,7 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # --all: how far the measured runs' messages per server CPU-second lie apart, +- half their range.
     "msgs_per_server_cpu_spread": figure("msgs per server CPU-s +-", "{:.0%}", "server", when=True, table=True),
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
-    "client_bound": figure("client-bound", yes, "server", when=True, table=True),
+    "client_bound": figure("client-bound", YES, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
     "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU(CPU_S.format(x) for x in s), "server", "s",
                            when=True, table=True),
@@ -1262,7 +1208,7 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     "started": figure("started", COUNT, "schedule"),
     "achieved_rate": figure("started/s", RATE, "schedule", table=True),
     "behind_ms": figure("behind", ms_text, "schedule", "ms", table=True),
-    "kept_schedule": figure("schedule kept", yes, "schedule"),
+    "kept_schedule": figure("schedule kept", YES, "schedule"),
     "connections": figure("replies", COUNT, "replies"),
     "reply_rate": figure("replies/s", RATE, "replies", table=True),
     "messages": figure("messages verified", COUNT, "messages"),
@@ -1275,8 +1221,8 @@ Step = record("Step", "One open-loop rate against one server (a step of a sweep)
     # Responses that waited: past the knee's p99 bound (100 ms), and past a second (a stall, a SYN retry).
     "responses_100ms_or_more": figure("responses of 100 ms+", COUNT, "response"),
     "responses_1s_or_more": figure("of 1 s+", COUNT, "response"),
-    **connect_figures(),
-    **tls_figures(),
+    **CONNECT_FIGURES,
+    **TLS_FIGURES,
     "server_cpu_s": figure("server CPU", CPU_S, "server", "s", when=True),
     "server_cpu_resolution_s": figure("server CPU resolution", resolution_text, "server", when=True),
     **client_figures("connection", True),
@@ -1320,7 +1266,7 @@ def text_lines(r, marks={}):
 
 
 def as_dict(value):
-    """JSON for a record (the figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
+    """JSON for a record (figures it carries) or a Workload (its fields; a cafile in the repository relative to it)."""
     if isinstance(value, (Run, Step)):  # an --all row says which server, and whether it failed
         row = {"server": value.server, "failed": value.failed} if value.server else {}
         return dict(row, **{name: v for name, _, v in shown(value)})
@@ -1332,18 +1278,19 @@ def as_dict(value):
 
 # ---- combining the workers' figures into a record
 
-def counted(parts):
-    """The figures every mode shares: counts, errors by kind, the client's own limits, CPU."""
+def counted(parts, per):
+    """The figures every mode shares: counts, errors by kind, the client's own limits, CPU (client_us: per message,
+    or per connection started: per names the count)."""
     errors = {kind: sum(p["errors"][kind] for p in parts) for kind in ERROR_WORDS}
-    ordered = timings(parts, "connect_times")
+    ordered, cpu = timings(parts, "connect_times"), sum(p["cpu"] for p in parts)
     return {"messages": sum(p["messages"] for p in parts), "connections": sum(p["connections"] for p in parts),
             "errors": sum(errors.values()), "error_kinds": {k: v for k, v in errors.items() if v},
             "client_ports_exhausted": sum(p["client_limits"]["ports"] for p in parts),
             "client_descriptors_exhausted": sum(p["client_limits"]["descriptors"] for p in parts),
             "max_open": sum(p["max_open"] for p in parts),  # exact with hold: all are open at the barrier
-            "client_cpu_s": sum(p["cpu"] for p in parts), "connect_p50_ms": percentile(ordered, 0.50),
-            "connect_p99_ms": percentile(ordered, 0.99), "connect_max_ms": percentile(ordered, 1.0),
-            "syn_retries": at_least(ordered, SYN_RETRY)}
+            "client_cpu_s": cpu, "client_us": 1e6 * cpu / max(1, sum(p[per] for p in parts)),
+            "connect_p50_ms": percentile(ordered, 0.50), "connect_p99_ms": percentile(ordered, 0.99),
+            "connect_max_ms": percentile(ordered, 1.0), "syn_retries": at_least(ordered, SYN_RETRY)}
 
 
 def handshake_figures(parts, seconds):
@@ -1359,9 +1306,8 @@ def handshake_figures(parts, seconds):
 
 def combine(parts, w):
     """Closed loop: the article's averages, rates over the run (or its echo phase), latency per message."""
-    figures = counted(parts)
+    figures = counted(parts, "messages")
     messages, connections = figures["messages"], figures["connections"]
-    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, messages)
     attempted = w.clients * w.connects
     wall = max(p["end"] for p in parts) - min(p["start"] for p in parts)
     ordered = timings(parts, "latencies")
@@ -1389,8 +1335,7 @@ def combine_open(parts, w):
     """Open loop: the offered and achieved start rates, the reply rate, and response
     times from each connection's scheduled start, as httperf and wrk2 report them."""
     started = sum(p["started"] for p in parts)
-    figures = counted(parts)
-    figures["client_us"] = 1e6 * figures["client_cpu_s"] / max(1, started)
+    figures = counted(parts, "started")
     rate, duration = w.rate, w.duration
     start = min(p["start"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
@@ -1481,14 +1426,13 @@ def error_share(step):
 # ---------------------------------------------------------------- --all: every server, ranked
 
 class CPU(NamedTuple):
-    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every
-    thread counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited
-    (/proc/PID/stat counts those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each
-    process has reaped (cutime + cstime, ticks too). A window's CPU is after - before: off by at most the
-    coarser of the two readings' resolutions, and two ticks for each process that reaped a child meanwhile
-    (where none did, that term is the same on both sides and adds nothing). root: (pid, start time) of the
-    server's own process (the group's leader, the tree's top) while it runs; None where it had ended. each:
-    ((pid, parent's pid, CPU seconds), ...), each process counted."""
+    """CPU seconds read from /proc, and the most they may be short by (resolution, seconds): 1 ns where every thread
+    counted was alive (schedstat), two clock ticks per tick-counted term where threads had exited (/proc/PID/stat counts
+    those in ticks, each rounded down). reaped: ((pid, ticks), ...), the children each process has reaped (cutime +
+    cstime, ticks too). A window's CPU is after - before: off by at most the coarser of the two readings' resolutions,
+    and two ticks for each process that reaped a child meanwhile (where none did, that term is the same on both sides
+    and adds nothing). root: (pid, start time) of the server's own process (the group's leader, the tree's top) while it
+    runs; None where it had ended. each: ((pid, parent's pid, CPU seconds), ...), each process counted."""
     seconds: float
     resolution: float
     reaped: tuple = ()
@@ -1588,12 +1532,11 @@ def cpu_of(p, tick=None):
 
 
 def group_cpu(pgid, settle=0.0, tree=False):
-    """The CPU used so far by process group pgid (a server started in a session of its own: it and every
-    process it started), from outside: each process's cpu_of(), so that exited threads and reaped
-    children are counted. With tree, pgid is a pid: that process and its descendants (a server found by its
-    socket, whose group may be a shell's). A CPU; None where there is no /proc. settle: seconds it may wait
-    for them to be idle (no thread running: then nanoseconds are nanoseconds), as a server is once its load
-    has ended."""
+    """The CPU used so far by process group pgid (a server started in a session of its own: it and every process it
+    started), from outside: each process's cpu_of(), so that exited threads and reaped children are counted. With tree,
+    pgid is a pid: that process and its descendants (a server found by its socket, whose group may be a shell's). A CPU;
+    None where there is no /proc. settle: seconds it may wait for them to be idle (no thread running: then nanoseconds
+    are nanoseconds), as a server is once its load has ended."""
     deadline = time.monotonic() + settle
     while True:
         found = processes()
@@ -1659,9 +1602,8 @@ def listening_sockets(port):
 
 
 def listening_server(port):
-    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in
-    /proc/net/tcp{,6}, then the process holding it among /proc/*/fd; of a pool sharing it, the topmost),
-    or (None, why not in words)."""
+    """(pid, None) of the local process that listens on TCP port (Linux: its socket's inode in /proc/net/tcp{,6}, then
+    the process holding it among /proc/*/fd; of a pool sharing it, the topmost), or (None, why not in words)."""
     inodes = listening_sockets(port)
     if inodes is None:
         return None, "this system has no /proc (Linux only)"
@@ -1704,9 +1646,8 @@ class RunningServer:
         self.err = tempfile.TemporaryFile()  # not a pipe: a server that writes much is never blocked
         cert = ("--cert", str(TEST_CERT), "--key", str(TEST_KEY)) if self.tls else ()
         self.port, self.failed, self.skipped, self.stderr, self.signalled = None, None, None, None, False
-        self.proc = subprocess.Popen([sys.executable, str(script), "--port", "0", "-q", "--work", str(work),
-                                      *cert, *extra],
-                                     stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
+        command = [sys.executable, str(script), "--port", "0", "-q", "--work", str(work), *cert, *extra]
+        self.proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=self.err,
                                      start_new_session=True)
         RunningServer.started.append(self)
         # The port line, read by a thread: select() cannot wait on a pipe everywhere (Windows).
@@ -1758,10 +1699,8 @@ class RunningServer:
         if not hasattr(os, "killpg"):  # no process groups (Windows): the server alone
             self.proc.kill()
         else:
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
         self.proc.wait()
         self.err.seek(0)
         self.stderr = self.err.read().decode(errors="replace")
@@ -2240,11 +2179,9 @@ API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_he
 def number(low, high, kind=int):
     """An argparse type: a number of kind from low to high."""
     def parse(text):
-        try:
+        with contextlib.suppress(ValueError):
             if low <= kind(text) <= high:
                 return kind(text)
-        except ValueError:
-            pass
         raise argparse.ArgumentTypeError("expected a number from {} to {}, got {!r}".format(low, high, text))
     return parse
 
@@ -2272,9 +2209,8 @@ def parse_rate(text):
             raise ValueError
         values = [float(part) for part in parts]
     except ValueError:
-        raise argparse.ArgumentTypeError(
-            "expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, got {!r}".format(text)
-        ) from None
+        raise argparse.ArgumentTypeError("expected connections/s as R or a sweep A:B:STEP, e.g. 500 or 100:2000:100, "
+                                         "got {!r}".format(text)) from None
     # Written as "inside the range" so that nan, which compares false, fails too.
     if not all(0 < value <= MAX_RATE for value in values):
         raise argparse.ArgumentTypeError("rates and steps must be above 0 and at most {:,}, got {!r}".format(
@@ -2300,8 +2236,8 @@ def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
                  timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
-                 connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency, duration=args.duration,
-                 seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
+                 connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency,
+                 duration=args.duration, seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
 
 
@@ -2410,7 +2346,8 @@ def build_parser():
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     group = parser.add_argument_group("what to measure").add_argument
     group("--host", default="127.0.0.1", metavar="H", help="server address, IPv4 or IPv6 (default: %(default)s)")
-    group("--port", type=number(1, 65535), default=7777, metavar="PORT", help="the server's port (default: %(default)s)")
+    group("--port", type=number(1, 65535), default=7777, metavar="PORT",
+          help="the server's port (default: %(default)s)")
     group("--all", action="store_true", help="rank every echo_*.py here (scenario: {})".format(DEFAULT_SCENARIO))
     group("--servers", type=names, metavar="LIST", help="with --all, only these: 'epoll,select'")
     group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
