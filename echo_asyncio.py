@@ -403,11 +403,10 @@ def on_stop_signals(task):
     wake, woken = socket.socketpair()
     wake.setblocking(False)  # set_wakeup_fd() asks for it
     woken.setblocking(False)
-    # Never closed: a late signal still finds it open; a full pair has a byte waiting, so no warning.
-    signal.set_wakeup_fd(wake.detach(), warn_on_full_buffer=False)
+    signal.set_wakeup_fd(wake.fileno(), warn_on_full_buffer=False)  # full: a byte waits already
 
     async def take_notes():
-        with woken:  # asyncio.run() cancels this task once the server is done
+        try:  # asyncio.run() cancels this task once the server is done
             taken = 0
             while True:
                 while taken < len(stop_signals):
@@ -417,6 +416,10 @@ def on_stop_signals(task):
                     else:
                         loop.call_soon(task.cancel)
                 await loop.sock_recv(woken, 512)
+        finally:  # a later signal is only noted: no byte goes to a pair about to close ("Broken pipe")
+            signal.set_wakeup_fd(-1)
+            wake.close()
+            woken.close()
     signal_watcher = asyncio.create_task(take_notes())
 
 

@@ -304,8 +304,9 @@ def test_a_parent_without_sigtimedwait_stops_as_one_with_it(script, start_server
 
 
 # The asyncio servers: a third Ctrl-C, as a user who presses it again and again sends, that comes once a second
-# has cut the grace short and the loop has closed. Closing the loop puts the signals' defaults back: unheld,
-# SIGINT raised KeyboardInterrupt there (a traceback), SIGTERM ended the process by its default action.
+# has cut the grace short and the loop has closed. Closing the loop puts the defaults of add_signal_handler()'s
+# signals back: SIGINT raised KeyboardInterrupt there (a traceback), SIGTERM ended the process by its default
+# action. The servers now note their signals with a plain handler (on_stop_signals()), which the loop never had.
 THIRD_SIGNAL_AS_THE_LOOP_CLOSES = """
 import asyncio, os, signal
 unpatched = asyncio.SelectorEventLoop.close
@@ -316,7 +317,7 @@ asyncio.SelectorEventLoop.close = close
 """
 
 
-@pytest.mark.parametrize("script", [s for s in SERVERS if "def on_signal(" in (ROOT / s).read_text()])
+@pytest.mark.parametrize("script", [s for s in SERVERS if "def on_stop_signals(" in (ROOT / s).read_text()])
 def test_a_third_signal_as_the_loop_closes_changes_nothing(script, start_server):
     server = start_server(script, "-q", "--grace", "30", prelude=THIRD_SIGNAL_AS_THE_LOOP_CLOSES)
     assert stopped_mid_echo(server, signal.SIGTERM, signal.SIGTERM) == 1, server.stderr()
