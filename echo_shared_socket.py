@@ -353,24 +353,16 @@ def shed_connection(server_sock, error):
         spare_fd = os.open(os.devnull, os.O_RDONLY)
 
 
-def number(low, high):
-    """An argparse type: a whole number from low to high."""
+def number(low, high, unit=""):
+    """An argparse type: a whole number from low to high, or with a unit ("seconds") one with fractions."""
     def parse(text):
-        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
-            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
-        return int(text)
+        with contextlib.suppress(ValueError):  # not a number at all
+            value = float(text)  # nan and inf are in no range
+            if low <= value <= high and (unit or text.removeprefix("-").isdecimal()):
+                return value if unit else int(text)
+        raise argparse.ArgumentTypeError("expected {} from {} to {}, got {!r}".format(
+            unit or "a whole number", low, high, text))
     return parse
-
-
-def seconds(text):
-    """An argparse type: seconds, 0 or more, fractions allowed."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 10**6:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
-    return value
 
 
 def argument_parser():
@@ -388,10 +380,10 @@ def argument_parser():
     parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
                         help="connections the kernel queues for accept(), capped by net.core.somaxconn "
                              "(default: %(default)s)")
-    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
+    parser.add_argument("--timeout", type=number(0, 10**6, "seconds"), default=TIMEOUT, metavar="SECONDS",
                         help="close a connection on which no byte has moved either way for this long; "
                              "0: never (default: %(default)s)")
-    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
+    parser.add_argument("--grace", type=number(0, 10**6, "seconds"), default=GRACE, metavar="SECONDS",
                         help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
                              "a second signal ends the server at once (default: %(default)s)")
     # A bad argument is one line on stderr, not argparse's usage block.
