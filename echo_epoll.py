@@ -289,26 +289,22 @@ def number(low, high, unit=""):
 def argument_parser():
     """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
-                             "to your network (default: %(default)s)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    seconds = number(0, 10**6, "seconds")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or "
+                        ":: exposes the server to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
-    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
-                             "depends on the interpreter and its build (default: %(default)s)")
-    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
-                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
-                             "(default: %(default)s)")
-    parser.add_argument("--timeout", type=number(0, 10**6, "seconds"), default=TIMEOUT, metavar="SECONDS",
-                        help="close a connection on which no byte has moved either way for this long; "
-                             "0: never (default: %(default)s)")
-    parser.add_argument("--grace", type=number(0, 10**6, "seconds"), default=GRACE, metavar="SECONDS",
-                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
-                             "a second signal ends the server at once (default: %(default)s)")
-    # A bad argument is one line on stderr, not argparse's usage block.
-    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N", help="compute sum(range(N)) per "
+                        "chunk: a CPU load whose cost depends on the interpreter and its build (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N", help="connections the "
+                        "kernel queues for accept(), capped by net.core.somaxconn (default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS", help="close a connection on "
+                        "which no byte has moved either way for this long; 0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS", help="after Ctrl-C or SIGTERM, "
+                        "time for the clients' last echoes; a second signal ends it at once (default: %(default)s)")
     return parser
 
 
