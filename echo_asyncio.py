@@ -138,12 +138,9 @@ log_token = None  # a pipe that holds one byte until a failed write takes it (st
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
 TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
 GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
+KEEPALIVE_IDLE = 60  # keep_alive(): seconds quiet before the first probe,
+KEEPALIVE_INTERVAL = 15  # seconds between probes,
+KEEPALIVE_COUNT = 4  # probes unanswered before the peer is dropped
 
 
 async def wait_for_chunk(receiving, sock, deadline):
@@ -323,7 +320,8 @@ def argument_parser():
 
 
 def keep_alive(sock):
-    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    """TCP keepalive on sock and the connections accepted from it (Linux, BSD, macOS) frees a peer that vanished
+    without FIN or RST (a laptop shut, a NAT that forgot it) in 2 minutes, even with --timeout 0 (Go: 15 s)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
     idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
