@@ -132,17 +132,13 @@ def send_all(sock, data):
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
-QUIET = False  # -q
-WORK = 0  # --work N
+QUIET, WORK, TIMEOUT, GRACE = False, 0, 120.0, 2.0  # the flags -q, --work, --timeout and --grace (start_listening())
 # What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
-log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
 grace_end = math.inf  # when the grace ends, once stopping
 wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): the loop's wait and send_all()'s watch it
@@ -213,8 +209,8 @@ def within_grace(timeout):
 
 
 def log(fmt, *args):
-    """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
-    if not (QUIET or log_ended):
+    """Print one of the article's log lines, unless -q, or the log has ended (print_line())."""
+    if not QUIET:
         print_line(log_prefix + fmt.format(*args))
 
 
@@ -222,12 +218,12 @@ def print_line(line):
     """Write a line to stdout in one write, so that lines from several workers do not interleave. A
     write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
     server serves on without it."""
-    global log_ended
+    global QUIET
     try:
         print(line + "\n", end="", flush=True)
     except OSError as e:
-        log_ended = True
-        try:
+        QUIET = True  # log() writes no more, as with -q
+        with contextlib.suppress(OSError):  # out of descriptors, or stderr gone too
             # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -235,8 +231,6 @@ def print_line(line):
             if os.read(log_token, 1):  # the first thread or worker process whose write failed says so
                 print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
                     sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
-        except OSError:  # out of descriptors, or stderr gone too
-            pass
 
 
 def peer(address):
