@@ -234,27 +234,20 @@ def peer(address):
 
 
 def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, take a client that is waiting with the
-    spare descriptor and close it: it hears at once, and accept() does not spin on
-    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    """accept() failed. Out of descriptors, close a waiting client with the spare one: it hears at once, and
+    accept() does not spin on a connection it can never take. Any other error (a client that left, ENOBUFS,
     EPROTO...) is one log line: accept(2) says to try again."""
     global spare_fd
     if error.errno not in (errno.EMFILE, errno.ENFILE):
         log("Accept:{}: trying again", error.strerror)
-        return
-    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
-    if not select.select([server_sock], [], [], 0)[0]:
-        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
-            select.select([server_sock], [], [])
-        return  # and accept() tries again: descriptors may be free by then
-    os.close(spare_fd)
-    try:
-        server_sock.accept()[0].close()
-        log("Accept:{}: connection shed", error.strerror)
-    except OSError:
-        pass  # the client left before we took it
-    finally:
+    elif select.select([server_sock], [], [], 0)[0]:  # only a client that waits: Linux says EMFILE before it looks
+        os.close(spare_fd)
+        with contextlib.suppress(OSError):  # the client left before we took it
+            server_sock.accept()[0].close()
+            log("Accept:{}: connection shed", error.strerror)
         spare_fd = os.open(os.devnull, os.O_RDONLY)
+    elif server_sock.getblocking():  # none waits: accept() would fail at once, so wait for one, then try again
+        select.select([server_sock], [], [])
 
 
 def number(low, high, unit=""):
