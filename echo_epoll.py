@@ -311,10 +311,7 @@ def create_server_socket(host, port, backlog):
     server_sock = socket.socket(family, socket.SOCK_STREAM, proto)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT. Windows' SO_REUSEADDR
     # would also let a second server take the port: SO_EXCLUSIVEADDRUSE there (it binds at once anyway).
-    if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
-        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
-    else:
-        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_EXCLUSIVEADDRUSE", socket.SO_REUSEADDR), 1)
     keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
@@ -326,9 +323,8 @@ def start_listening(args):
     then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
-    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) end the server, even where a shell started it with SIGINT
+    # ignored. Their handler only notes them: the loop that waits does the stop, and sees one that came before it.
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
@@ -346,8 +342,7 @@ def start_listening(args):
 
 
 def print_port_line(server_sock):
-    """The line that says the server can serve, with the port read back (--port 0 picks one). With
-    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    """Say the server can serve, on the port read back (--port 0 picks one); with TLS, once the certificate loaded."""
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 

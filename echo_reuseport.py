@@ -365,9 +365,8 @@ def start_listening(args):
     then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
-    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) end the server, even where a shell started it with SIGINT
+    # ignored. Their handler only notes them: the loop that waits does the stop, and sees one that came before it.
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
@@ -385,8 +384,7 @@ def start_listening(args):
 
 
 def print_port_line(server_sock):
-    """The line that says the server can serve, with the port read back (--port 0 picks one). With
-    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    """Say the server can serve, on the port read back (--port 0 picks one); with TLS, once the certificate loaded."""
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 
