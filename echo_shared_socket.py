@@ -173,9 +173,8 @@ def apply_wanted(selector, key, wanted, active):
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
 QUIET, WORK, TIMEOUT, GRACE = False, 0, 120.0, 2.0  # the flags -q, --work, --timeout and --grace (start_listening())
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
+stop_signals = []  # each of them (Ctrl-C, SIGTERM, Windows' Ctrl-Break), as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
@@ -295,9 +294,8 @@ def log(fmt, *args):
 
 
 def print_line(line):
-    """Write a line to stdout in one write, so that lines from several workers do not interleave. A
-    write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
-    server serves on without it."""
+    """Write a line to stdout in one write, so that lines from several workers do not interleave. A write that
+    fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a server serves on without it."""
     global QUIET
     try:
         print(line + "\n", end="", flush=True)
