@@ -132,26 +132,18 @@ def send_all(sock, data):
 
 # ---- Below, to main(), the plumbing: each function is the same in every echo_*.py that has it. ----
 
-QUIET = False  # -q
-WORK = 0  # --work N
-# What ends the server: Ctrl-C, SIGTERM, and Ctrl-Break where there is one (Windows).
+QUIET, WORK, TIMEOUT, GRACE = False, 0, 120.0, 2.0  # the flags -q, --work, --timeout and --grace (start_listening())
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
-stop_signals = []  # each Ctrl-C or SIGTERM, as its handler noted it (start_listening())
+stop_signals = []  # each of them (Ctrl-C, SIGTERM, Windows' Ctrl-Break), as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
-log_ended = False  # True once a log line could not be written (print_line())
 log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
 spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
-TIMEOUT = 120.0  # --timeout: seconds a connection may pass with no byte moving either way
-GRACE = 2.0  # --grace: seconds clients get, after a stop signal, to take their last echoes
 stopping = False  # set by the first Ctrl-C or SIGTERM: see stop_noted()
 grace_end = math.inf  # when the grace ends, once stopping
 wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): the loop's wait and send_all()'s watch it
-# TCP keepalive frees a peer that vanished without FIN or RST (a laptop shut, a NAT that forgot
-# it), even with --timeout 0: probed after KEEPALIVE_IDLE quiet seconds, dropped after
-# KEEPALIVE_COUNT unanswered probes KEEPALIVE_INTERVAL apart (2 minutes; Go: 15 s, Redis: 300 s).
-KEEPALIVE_IDLE = 60
-KEEPALIVE_INTERVAL = 15
-KEEPALIVE_COUNT = 4
+KEEPALIVE_IDLE = 60  # keep_alive(): seconds quiet before the first probe,
+KEEPALIVE_INTERVAL = 15  # seconds between probes,
+KEEPALIVE_COUNT = 4  # probes unanswered before the peer is dropped
 
 
 class Deadlines(collections.OrderedDict):
@@ -216,21 +208,20 @@ def within_grace(timeout):
 
 
 def log(fmt, *args):
-    """Print one of the article's log lines, unless -q or the log has ended (print_line())."""
-    if not (QUIET or log_ended):
+    """Print one of the article's log lines, unless -q, or the log has ended (print_line())."""
+    if not QUIET:
         print_line(log_prefix + fmt.format(*args))
 
 
 def print_line(line):
-    """Write a line to stdout in one write, so that lines from several workers do not interleave. A
-    write that fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a
-    server serves on without it."""
-    global log_ended
+    """Write a line to stdout in one write, so that lines from several workers do not interleave. A write that
+    fails (the log's reader gone, a full disk) ends the log, in one line on stderr: a server serves on without it."""
+    global QUIET
     try:
         print(line + "\n", end="", flush=True)
     except OSError as e:
-        log_ended = True
-        try:
+        QUIET = True  # log() writes no more, as with -q
+        with contextlib.suppress(OSError):  # out of descriptors, or stderr gone too
             # What stays in stdout's buffer goes to os.devnull at exit, not into "Exception ignored".
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
@@ -238,8 +229,6 @@ def print_line(line):
             if os.read(log_token, 1):  # the first thread or worker process whose write failed says so
                 print("{}: cannot write the log: {}; no more log lines, serving goes on".format(
                     sys.argv[0], e.strerror or e), file=sys.stderr, flush=True)
-        except OSError:  # out of descriptors, or stderr gone too
-            pass
 
 
 def peer(address):
@@ -250,77 +239,59 @@ def peer(address):
 
 
 def shed_connection(server_sock, error):
-    """accept() failed. Out of descriptors, take a client that is waiting with the
-    spare descriptor and close it: it hears at once, and accept() does not spin on
-    a connection it can never take. Any other error (a client that left, ENOBUFS,
+    """accept() failed. Out of descriptors, close a waiting client with the spare one: it hears at once, and
+    accept() does not spin on a connection it can never take. Any other error (a client that left, ENOBUFS,
     EPROTO...) is one log line: accept(2) says to try again."""
     global spare_fd
     if error.errno not in (errno.EMFILE, errno.ENFILE):
         log("Accept:{}: trying again", error.strerror)
-        return
-    # Linux reports EMFILE before it looks for a client: shed only one that is waiting.
-    if not select.select([server_sock], [], [], 0)[0]:
-        if server_sock.getblocking():  # accept() would fail at once again: wait for a client
-            select.select([server_sock], [], [])
-        return  # and accept() tries again: descriptors may be free by then
-    os.close(spare_fd)
-    try:
-        server_sock.accept()[0].close()
-        log("Accept:{}: connection shed", error.strerror)
-    except OSError:
-        pass  # the client left before we took it
-    finally:
+    elif select.select([server_sock], [], [], 0)[0]:  # only a client that waits: Linux says EMFILE before it looks
+        os.close(spare_fd)
+        with contextlib.suppress(OSError):  # the client left before we took it
+            server_sock.accept()[0].close()
+            log("Accept:{}: connection shed", error.strerror)
         spare_fd = os.open(os.devnull, os.O_RDONLY)
+    elif server_sock.getblocking():  # none waits: accept() would fail at once, so wait for one, then try again
+        select.select([server_sock], [], [])
 
 
-def number(low, high):
-    """An argparse type: a whole number from low to high."""
+def number(low, high, unit=""):
+    """An argparse type: a whole number from low to high, or with a unit ("seconds") one with fractions."""
     def parse(text):
-        if not (text.removeprefix("-").isdecimal() and low <= int(text) <= high):
-            raise argparse.ArgumentTypeError("expected a whole number from {} to {}, got {!r}".format(low, high, text))
-        return int(text)
+        with contextlib.suppress(ValueError):  # not a number at all
+            value = float(text)  # nan and inf are in no range
+            if low <= value <= high and (unit or text.removeprefix("-").isdecimal()):
+                return value if unit else int(text)
+        raise argparse.ArgumentTypeError("expected {} from {} to {}, got {!r}".format(
+            unit or "a whole number", low, high, text))
     return parse
-
-
-def seconds(text):
-    """An argparse type: seconds, 0 or more, fractions allowed."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value <= 10**6:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError("expected seconds from 0 to 1000000, got {!r}".format(text))
-    return value
 
 
 def argument_parser():
     """The flags every server takes; a lesson adds its own before parse_args()."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or :: exposes the server "
-                             "to your network (default: %(default)s)")
+    # A bad argument is one line on stderr, not argparse's usage block.
+    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    seconds = number(0, 10**6, "seconds")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on, IPv4 or IPv6 (::1); 0.0.0.0 or "
+                        ":: exposes the server to your network (default: %(default)s)")
     parser.add_argument("--port", type=number(0, 65535), default=7777,
                         help="TCP port; 0 picks any free one (default: %(default)s)")
     parser.add_argument("-q", "--quiet", action="store_true", help="print only the port line")
-    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N",
-                        help="compute sum(range(N)) for each chunk received: a CPU-bound load whose cost "
-                             "depends on the interpreter and its build (default: %(default)s)")
-    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N",
-                        help="connections the kernel queues for accept(), capped by net.core.somaxconn "
-                             "(default: %(default)s)")
-    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS",
-                        help="close a connection on which no byte has moved either way for this long; "
-                             "0: never (default: %(default)s)")
-    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS",
-                        help="after Ctrl-C or SIGTERM, how long clients get to take their last echoes; "
-                             "a second signal ends the server at once (default: %(default)s)")
-    # A bad argument is one line on stderr, not argparse's usage block.
-    parser.error = lambda message: parser.exit(2, "{}: error: {}\n".format(parser.prog, message))
+    parser.add_argument("--work", type=number(0, 10**9), default=0, metavar="N", help="compute sum(range(N)) per "
+                        "chunk: a CPU load whose cost depends on the interpreter and its build (default: %(default)s)")
+    parser.add_argument("--backlog", type=number(1, 65535), default=BACKLOG, metavar="N", help="connections the "
+                        "kernel queues for accept(), capped by net.core.somaxconn (default: %(default)s)")
+    parser.add_argument("--timeout", type=seconds, default=TIMEOUT, metavar="SECONDS", help="close a connection on "
+                        "which no byte has moved either way for this long; 0: never (default: %(default)s)")
+    parser.add_argument("--grace", type=seconds, default=GRACE, metavar="SECONDS", help="after Ctrl-C or SIGTERM, "
+                        "time for the clients' last echoes; a second signal ends it at once (default: %(default)s)")
     return parser
 
 
 def keep_alive(sock):
-    """Turn TCP keepalive on; connections accepted from sock inherit it (Linux, BSD, macOS)."""
+    """TCP keepalive on sock and the connections accepted from it (Linux, BSD, macOS) frees a peer that vanished
+    without FIN or RST (a laptop shut, a NAT that forgot it) in 2 minutes, even with --timeout 0 (Go: 15 s)."""
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
     # The idle time is TCP_KEEPIDLE on Linux and most others, TCP_KEEPALIVE on macOS.
     idle = getattr(socket, "TCP_KEEPIDLE", getattr(socket, "TCP_KEEPALIVE", None))
@@ -337,10 +308,7 @@ def create_server_socket(host, port, backlog):
     server_sock = socket.socket(family, socket.SOCK_STREAM, proto)
     # Lets a restarted server bind at once while old connections sit in TIME_WAIT. Windows' SO_REUSEADDR
     # would also let a second server take the port: SO_EXCLUSIVEADDRUSE there (it binds at once anyway).
-    if hasattr(socket, "SO_EXCLUSIVEADDRUSE"):
-        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_EXCLUSIVEADDRUSE, 1)
-    else:
-        server_sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server_sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_EXCLUSIVEADDRUSE", socket.SO_REUSEADDR), 1)
     keep_alive(server_sock)  # every accepted connection inherits it
     server_sock.bind(address)
     server_sock.listen(backlog)
@@ -352,9 +320,8 @@ def start_listening(args):
     then says so). A port in use or an unknown host is one line and exit status 1."""
     global QUIET, WORK, TIMEOUT, GRACE, spare_fd, log_token
     QUIET, WORK, TIMEOUT, GRACE = args.quiet, args.work, args.timeout, args.grace
-    # Ctrl-C and SIGTERM (kill, systemd, docker stop) both end the server, even where a shell
-    # started it with SIGINT ignored. Their handler only notes them: the loop that waits does the
-    # stop, so one that comes in the middle of the set-up is seen once the loop starts.
+    # Ctrl-C and SIGTERM (kill, systemd, docker stop) end the server, even where a shell started it with SIGINT
+    # ignored. Their handler only notes them: the loop that waits does the stop, and sees one that came before it.
     for signum in STOP_SIGNALS:
         signal.signal(signum, lambda signum, frame: stop_signals.append(signum))
     try:
@@ -372,8 +339,7 @@ def start_listening(args):
 
 
 def print_port_line(server_sock):
-    """The line that says the server can serve, with the port read back (--port 0 picks one). With
-    TLS it comes after the certificate: whoever waits for it may connect at once."""
+    """Say the server can serve, on the port read back (--port 0 picks one); with TLS, once the certificate loaded."""
     print_line("Server Run Port:{}".format(server_sock.getsockname()[1]))
 
 

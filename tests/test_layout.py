@@ -39,14 +39,14 @@ HELPERS = [  # asyncio's: the loop's timers keep time (Deadline), a stop cancels
            # the select loops' stop (issue 48): the loop reads the handler's note and ends the grace by its waits' timeouts
            "stop_noted", "within_grace", "wait_for_senders", "done_in_pool"]
 # The shared functions, in their order below the banner: the helpers, then the plumbing, whose
-# first eleven are in every file.
-SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "seconds", "argument_parser", "keep_alive", "create_server_socket",
+# first ten are in every file.
+SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "argument_parser", "keep_alive", "create_server_socket",
           "start_listening", "print_port_line", "tls_context",
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "wakeup_pipe",
           "wait_ready",
           "stop_children"]
-EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
+EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
              "echo_reuseport.py": {"create_server_socket"},  # SO_REUSEPORT: a socket of its own per worker
