@@ -1398,8 +1398,7 @@ def meets(step, rule=KNEE_RULE):
 def knee(steps, rule=KNEE_RULE):
     """The highest offered rate whose step meets the rule, or None. The highest, not the last before a miss:
     one hiccup of a shared machine at a low rate must not hide the rates the server handled above it."""
-    rates = [step.offered_rate for step in steps if meets(step, rule)]
-    return max(rates) if rates else None
+    return max((step.offered_rate for step in steps if meets(step, rule)), default=None)
 
 
 def past_limit(steps):
