@@ -908,7 +908,6 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     family, _, _, _, sockaddr = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
     context = multiprocessing.get_context("fork" if hasattr(os, "fork") else "spawn")
     go, barrier = context.Event(), context.Barrier(procs + 1)  # the parent meets the workers once all are held
-    # The connects in flight are shared out over the workers, at least one each.
     per_worker = dataclasses.replace(w, connecting=max(1, w.connecting // procs),
                                      connect_pace=w.connect_pace / procs if w.connect_pace else None)
     workers, pipes, done = [], [], False
@@ -1399,8 +1398,7 @@ def meets(step, rule=KNEE_RULE):
 def knee(steps, rule=KNEE_RULE):
     """The highest offered rate whose step meets the rule, or None. The highest, not the last before a miss:
     one hiccup of a shared machine at a low rate must not hide the rates the server handled above it."""
-    rates = [step.offered_rate for step in steps if meets(step, rule)]
-    return max(rates) if rates else None
+    return max((step.offered_rate for step in steps if meets(step, rule)), default=None)
 
 
 def past_limit(steps):
@@ -1523,12 +1521,10 @@ def cpu_of(p, tick=None):
         except (OSError, ValueError, IndexError):  # no schedstat in this kernel
             schedstat = False
             break
-    own = p.ticks * tick
-    if schedstat and live * 1e-9 >= own:  # every thread alive: schedstat's nanoseconds
-        own, resolution = live * 1e-9, 0.0
-    else:  # threads have exited (or no schedstat): utime and stime, each rounded down to a tick
-        own, resolution, running = own, 2 * tick, 0
-    return own + p.children_ticks * tick, resolution, running
+    if schedstat and live * 1e-9 >= p.ticks * tick:  # every thread alive: schedstat's nanoseconds
+        return live * 1e-9 + p.children_ticks * tick, 0.0, running
+    # Threads have exited (or no schedstat): utime and stime, each rounded down to a tick.
+    return p.ticks * tick + p.children_ticks * tick, 2 * tick, 0
 
 
 def group_cpu(pgid, settle=0.0, tree=False):

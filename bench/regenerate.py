@@ -24,7 +24,6 @@ import re
 import shlex
 import socket
 import ssl
-import statistics
 import subprocess
 import sys
 import time
@@ -618,37 +617,16 @@ def shared_values():
 
 
 def scaling_16():
-    """The 16-core records (bench/results/scaling-16core/, the Go generator as the load): {(shape, server, n):
-    [runs]}; the runs with the pack's client.py as the load are kept apart, under the shape "client.py"."""
-    runs = {}
-    for path in sorted(SCALING_16.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            r = json.loads(line)
-            if "machine" not in r:
-                shape = "client.py " + r["shape"] if "client-py" in path.name else r["shape"]
-                runs.setdefault((shape, r["server"], r["n"]), []).append(r)
-    return runs
+    """The 16-core measurement (bench/results/scaling-16core/, the Go generator as the load), as its summary.json keeps
+    it, written once from its runs (tests/test_regenerate.py checks it against them): (the machine, {(shape, server,
+    n): its cell: the runs it reads, counted, and their medians}, {(shape, server, n): [the runs set apart]}); the runs
+    with the pack's client.py as the load are kept apart, under the shape "client.py long"."""
+    summary = json.loads((SCALING_16 / "summary.json").read_text())
+    key = lambda cell: (cell["shape"], cell["server"], cell["n"])
+    return summary["machine"], {key(c): c for c in summary["cells"]}, {key(a): a["runs"] for a in summary["apart"]}
 
 
-def median_of(runs, key):
-    return statistics.median(r[key] for r in runs) if runs else None
-
-
-def n1_load_first(runs):
-    """The runs each cell of the 16-core table reads, and the runs it sets apart. pass1 gave every server N times
-    its N=1 load, the thread servers' N=8 runs too; the later passes gave the thread servers the N=1 load at every N.
-    Where a server has runs given its N=1 load at N > 1, the cell reads those, and the others are set apart."""
-    chosen, apart = {}, {}
-    for (shape, name, n), found in runs.items():
-        base = {r["msgs_total"] for r in runs.get((shape, name, 1), []) if not r["errors"]}
-        same = [r for r in found if r["msgs_total"] in base] if n > 1 else []
-        chosen[shape, name, n] = same or found
-        if same and len(same) < len(found):
-            apart[shape, name, n] = [r for r in found if r not in same]
-    return chosen, apart
-
-
-def set_apart(apart, runs, rate):
+def set_apart(apart, cells):
     """The runs the 16-core table leaves out, in a sentence: what they were given, their msgs/s beside their server's
     N=1 msgs/s in that shape (named: the table has no row for some, SCALING_ROWS), and whether they too fall below it
     (then the drop on more cores is not the load's)."""
@@ -658,11 +636,12 @@ def set_apart(apart, runs, rate):
     done = lambda found: "" if not any(r["errors"] for r in found) else \
         " ({} hit the generator's 30 s bound, with {} done)".format(
             sum(1 for r in found if r["errors"]), listing("{:,}".format(r["msgs_total"]) for r in found if r["errors"]))
+    rate = {key: cell["msgs_per_s"] for key, cell in cells.items()}
     below = all(r["msgs_per_s"] < rate[shape, name, 1] for (shape, name, n), found in apart.items() for r in found)
     return " In pass1 the thread servers' runs at N={0} were given {0} times the N=1 load ({1} messages); the table " \
         "leaves them out: {2}; {3}.".format(
             listing(sorted({str(n) for shape, name, n in apart})),
-            listing("{:,}".format(x) for x in sorted({runs[shape, name, 1][0]["msgs_total"] * n
+            listing("{:,}".format(x) for x in sorted({min(cells[shape, name, 1]["loads"]) * n
                                                       for shape, name, n in apart}, reverse=True)),
             "; ".join("echo_{}.py {} at N={}: {}{}, against {} at N=1{}".format(
                 name, {"long": "held", "short": "short"}[shape], n,
@@ -674,8 +653,9 @@ def set_apart(apart, runs, rate):
 
 
 def given(at):
-    """What a row was given, from its runs {n: [runs]} that finished: "153,600 x N", or "153,600 at every N"."""
-    loads = {n: {r["msgs_total"] for r in found if not r["errors"]} for n, found in at.items() if found}
+    """What a row was given, from its cells {n: cell}, the loads of their runs that finished: "153,600 x N", or
+    "153,600 at every N"."""
+    loads = {n: set(cell["loads"]) for n, cell in at.items()}
     base = min(loads.get(1) or {0})
     if all(load == {base * n} for n, load in loads.items() if load):
         return "{:,} x N".format(base)
@@ -701,32 +681,29 @@ TIE = 0.15  # shared socket and SO_REUSEPORT are called a tie while their median
 def scaling_values():
     """bench/scaling.py's run here, and the 16-core records: the table, medians, and the sentences they choose."""
     v = {}
-    runs, apart = n1_load_first(scaling_16())
+    machine, cells, apart = scaling_16()
     lines = ["| shape | server | messages a run | msgs/s, N=1 | N=2 | N=4 | N=8 | N=8 / N=1 | msgs per server CPU-s, "
              "N=1 | N=8 | runs at N=1, 2, 4, 8 |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for shape, name, label in SCALING_ROWS:
-        at = {n: runs.get((shape, name, n), []) for n in (1, 2, 4, 8)}
-        rate = {n: median_of(at[n], "msgs_per_s") for n in at}
-        bounded = [n for n in at if any(r["errors"] for r in at[n])]
+        at = {n: cells[shape, name, n] for n in (1, 2, 4, 8)}
+        rate = {n: at[n]["msgs_per_s"] for n in at}
+        bounded = [n for n in at if at[n]["bounded"]]
         lines.append("| {} | {} | {} | {} | {:.2f}x | {} | {} | {} |".format(
             {"long": "256 held", "short": "100 x 50 a connection"}[shape], label, given(at),
             " | ".join(n_text(rate[n]) + ("*" if n in bounded else "") for n in at), rate[8] / rate[1],
-            n_text(median_of(at[1], "msgs_per_server_cpu_s")), n_text(median_of(at[8], "msgs_per_server_cpu_s")),
-            ", ".join(str(len(at[n])) for n in at)))
+            n_text(at[1]["msgs_per_server_cpu_s"]), n_text(at[8]["msgs_per_server_cpu_s"]),
+            ", ".join(str(at[n]["runs"]) for n in at)))
     v["scaling16_table"] = "\n".join(lines)
-    lscpu = dict(line.split(":", 1) for line in (SCALING_16 / "machine.txt").read_text().splitlines() if ":" in line)
-    first = json.loads((SCALING_16 / "pass1.jsonl").read_text().splitlines()[0])["machine"]
-    v["s16_machine"] = "{}, {} CPUs ({} thread per core), {}, Linux {}, CPython {}".format(
-        lscpu["Model name"].strip(), lscpu["CPU(s)"].strip(), lscpu["Thread(s) per core"].strip(),
-        lscpu["Hypervisor vendor"].strip(), first["kernel"], first["python"])
-    v["s16_gil"] = GIL_EXPLAINED if under_gil(first["python"]) else (
+    v["s16_machine"] = "{model}, {cpus} CPUs ({threads_per_core} thread per core), {hypervisor}, Linux {kernel}, " \
+        "CPython {python}".format(**machine)
+    v["s16_gil"] = GIL_EXPLAINED if under_gil(machine["python"]) else (
         "These ran on CPython {}: no GIL passed between the cores, so what the table shows is the threads' own cost "
-        "on more cores, not the GIL's.".format(first["python"]))
-    v["s16_server_cpus"], v["s16_load_cpus"] = ("{}-{}".format(min(first[k]), max(first[k]))
+        "on more cores, not the GIL's.".format(machine["python"]))
+    v["s16_server_cpus"], v["s16_load_cpus"] = ("{}-{}".format(min(machine[k]), max(machine[k]))
                                                 for k in ("server_cpus", "client_cpus"))
-    rate = {key: median_of(found, "msgs_per_s") for key, found in runs.items()}
-    cpu = {key: median_of(found, "msgs_per_server_cpu_s") for key, found in runs.items()}
-    v["s16_apart"] = set_apart(apart, runs, rate)
+    rate = {key: cell["msgs_per_s"] for key, cell in cells.items()}
+    cpu = {key: cell["msgs_per_server_cpu_s"] for key, cell in cells.items()}
+    v["s16_apart"] = set_apart(apart, cells)
     # Processes against Go on held connections: N=8 over N=1, and messages per server CPU-second at N=8.
     scale = lambda name: rate["long", name, 8] / rate["long", name, 1]
     processes = [scale(name) for shape, name, label in SCALING_ROWS if shape == "long" and name not in THREADS + ("go",)]
@@ -759,14 +736,14 @@ def scaling_values():
                                 for n in ties)
     v["s16_tie"] = "still a tie at 2, 4 and 8 workers" if all(abs(x - 1) < TIE for xs in ties.values() for x in xs) \
         else "no longer a tie at every count of workers"
-    bounded = [(key, found) for key, found in runs.items() if any(r["errors"] for r in found)]
+    bounded = [(key, cell) for key, cell in cells.items() if cell["bounded"]]
     v["s16_bounded"] = "" if not bounded else " \\* {} hit the generator's 30 s bound: the rate is what was echoed " \
         "in 30 s.".format(listing("{} of echo_{}.py's {} runs at N={}".format(
-            sum(1 for r in found if r["errors"]), name, len(found), n) for (shape, name, n), found in bounded))
+            cell["bounded"], name, cell["runs"], n) for (shape, name, n), cell in bounded))
     # client.py as the load: how many of its CPUs it used (CPU-seconds over the wall), so whether it was the limit.
-    load_cpus = len(first["client_cpus"])
-    used = {name: median_of(runs["client.py long", name, 8], "client_cpu_s") /
-            median_of(runs["client.py long", name, 8], "wall_s") for name in ("reuseport", "go")}
+    load_cpus = len(machine["client_cpus"])
+    used = {name: cells["client.py long", name, 8]["client_cpu_s"] / cells["client.py long", name, 8]["wall_s"]
+            for name in ("reuseport", "go")}
     full = used["reuseport"] >= scaling.FULL * load_cpus
     v["s16_clientpy"] = "{:,.0f} msgs/s against echo_reuseport.py's 8 workers (the Go generator: {:,.0f}) and {:,.0f} " \
         "against Go's server ({:,.0f}), using {:.1f} of its {} CPUs against echo_reuseport.py and {:.1f} against " \

@@ -3,6 +3,7 @@
 measurements kept in bench/results/: no figure typed by hand, none left from an older run, and the
 tables written by client.py's own records. Nothing is measured here (--render)."""
 import json
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -148,42 +149,97 @@ def test_what_to_read_first_follows_how_far_each_figure_moved():
     assert "not measured" in regenerate.spread_read({}, {}, runs=0)
 
 
+def n1_load_first(runs):
+    """The runs each cell of the 16-core table reads, and the runs it sets apart. pass1 gave every server N times
+    its N=1 load, the thread servers' N=8 runs too; the later passes gave the thread servers the N=1 load at every N.
+    Where a server has runs given its N=1 load at N > 1, the cell reads those, and the others are set apart."""
+    chosen, apart = {}, {}
+    for (shape, name, n), found in runs.items():
+        base = {r["msgs_total"] for r in runs.get((shape, name, 1), []) if not r["errors"]}
+        same = [r for r in found if r["msgs_total"] in base] if n > 1 else []
+        chosen[shape, name, n] = same or found
+        if same and len(same) < len(found):
+            apart[shape, name, n] = [r for r in found if r not in same]
+    return chosen, apart
+
+
+def cell(shape, name, n, found):
+    """A cell of the 16-core summary: the runs it reads, counted (those that hit the generator's bound too), the loads
+    of those that finished, and their medians."""
+    return dict({"shape": shape, "server": name, "n": n, "runs": len(found),
+                 "bounded": sum(1 for r in found if r["errors"]),
+                 "loads": sorted({r["msgs_total"] for r in found if not r["errors"]})},
+                **{key: statistics.median(r[key] for r in found)
+                   for key in ("msgs_per_s", "msgs_per_server_cpu_s", "client_cpu_s", "wall_s")})
+
+
+def summary_of(folder):
+    """What bench/results/scaling-16core/summary.json says, from the runs and the machine kept beside it: the runs
+    with the pack's client.py as the load kept apart, under the shape "client.py long"; n1_load_first()'s cells."""
+    runs = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            r = json.loads(line)
+            if "machine" not in r:
+                shape = "client.py " + r["shape"] if "client-py" in path.name else r["shape"]
+                runs.setdefault((shape, r["server"], r["n"]), []).append(r)
+    chosen, apart = n1_load_first(runs)
+    lscpu = {key: value.strip() for key, value in (line.split(":", 1) for line in (folder / "machine.txt").read_text(
+        ).splitlines() if ":" in line)}
+    first = json.loads((folder / "pass1.jsonl").read_text().splitlines()[0])["machine"]
+    return {"machine": {"model": lscpu["Model name"], "cpus": lscpu["CPU(s)"],
+                        "threads_per_core": lscpu["Thread(s) per core"], "hypervisor": lscpu["Hypervisor vendor"],
+                        **{key: first[key] for key in ("kernel", "python", "server_cpus", "client_cpus")}},
+            "cells": [cell(*key, found) for key, found in sorted(chosen.items())],
+            "apart": [{"shape": shape, "server": name, "n": n, "runs": [
+                {key: r[key] for key in ("msgs_total", "msgs_per_s", "errors")} for r in found]}
+                for (shape, name, n), found in sorted(apart.items())]}
+
+
+def test_the_16core_summary_is_what_its_runs_give():
+    """regenerate.py renders the 16-core table and its sentences from summary.json, written once: it says what the
+    runs and the machine kept beside it give (summary_of()), so a render need not read them again."""
+    import regenerate
+    kept = json.loads((regenerate.SCALING_16 / "summary.json").read_text())
+    assert {key: kept[key] for key in ("machine", "cells", "apart")} == summary_of(regenerate.SCALING_16)
+
+
 def test_the_16core_cells_read_the_runs_given_the_n1_load_where_there_are_any():
     """pass1 gave the thread servers' N=8 runs 8 times the N=1 load, the later passes the N=1 load: a cell reads the
     latter, says what its row was given, and the runs it leaves out are named, with whether they agree."""
     import regenerate
-    run = lambda total, rate, errors=0: {"msgs_total": total, "msgs_per_s": rate, "errors": errors}
+    run = lambda total, rate, errors=0: {"msgs_total": total, "msgs_per_s": rate, "errors": errors,
+                                         "msgs_per_server_cpu_s": rate, "client_cpu_s": 1.0, "wall_s": 1.0}
     runs = {("long", "go", 1): [run(153600, 130000)], ("long", "go", 8): [run(1228800, 870000)],
             ("long", "thread", 1): [run(153600, 80000)], ("long", "thread", 8): [run(1228800, 48000), run(153600, 42000)],
             ("long", "threadpool", 1): [run(153600, 43000)],
             ("long", "threadpool", 8): [run(630860, 21000, errors=256), run(153600, 19500)]}
-    chosen, apart = regenerate.n1_load_first(runs)
+    chosen, apart = n1_load_first(runs)
     assert chosen["long", "thread", 8] == [run(153600, 42000)] and apart["long", "thread", 8] == [run(1228800, 48000)]
     assert chosen["long", "threadpool", 8] == [run(153600, 19500)]
     assert chosen["long", "go", 8] == runs["long", "go", 8] and ("long", "go", 8) not in apart
-    assert regenerate.given({1: chosen["long", "go", 1], 8: chosen["long", "go", 8]}) == "153,600 x N"
-    assert regenerate.given({1: chosen["long", "thread", 1], 8: chosen["long", "thread", 8]}) == "153,600 at every N"
-    rate = {key: regenerate.median_of(found, "msgs_per_s") for key, found in chosen.items()}
-    said = regenerate.set_apart(apart, chosen, rate)
+    cells = {key: cell(*key, found) for key, found in chosen.items()}
+    assert regenerate.given({1: cells["long", "go", 1], 8: cells["long", "go", 8]}) == "153,600 x N"
+    assert regenerate.given({1: cells["long", "thread", 1], 8: cells["long", "thread", 8]}) == "153,600 at every N"
+    said = regenerate.set_apart(apart, cells)
     assert "given 8 times the N=1 load (1,228,800 messages)" in said and "with 630,860 done" in said
     assert "so the drop does not come from the load" in said
-    rate["long", "thread", 1] = 45000  # a left-out run faster than its row's N=1: the sentence no longer says so
-    assert "the finding differs" in regenerate.set_apart(apart, chosen, rate)
+    cells["long", "thread", 1]["msgs_per_s"] = 45000  # a left-out run faster than its row's N=1: no longer said
+    assert "the finding differs" in regenerate.set_apart(apart, cells)
 
 
 def test_each_run_set_apart_from_the_16core_table_names_the_n1_figure_it_is_compared_with():
     """The sentence under the 16-core table sets each left-out run beside its N=1 msgs/s, given as a figure: the
     table has no row for some of them (echo_thread.py short), so "its row's" would point at nothing."""
     import regenerate
-    runs, apart = regenerate.n1_load_first(regenerate.scaling_16())
-    rate = {key: regenerate.median_of(found, "msgs_per_s") for key, found in runs.items()}
-    said = regenerate.set_apart(apart, runs, rate)
+    machine, cells, apart = regenerate.scaling_16()
+    said = regenerate.set_apart(apart, cells)
     shown = {(shape, name) for shape, name, _ in regenerate.SCALING_ROWS}
     assert apart and any((shape, name) not in shown for shape, name, _ in apart), "the case this test is about"
     for shape, name, n in apart:
         where = said.index("echo_{}.py {} at N={}:".format(name, {"long": "held", "short": "short"}[shape], n))
         clause = said[where:].split(";")[0]
-        assert "{:,.0f} at N=1".format(rate[shape, name, 1]) in clause, clause
+        assert "{:,.0f} at N=1".format(cells[shape, name, 1]["msgs_per_s"]) in clause, clause
         assert ((shape, name) in shown) != ("a row the table does not show" in clause), clause
 
 

@@ -193,10 +193,9 @@ def test_the_16_core_records_of_a_free_threaded_build_get_no_convoy(tmp_path, mo
     assert regenerate.scaling_values()["s16_gil"] == regenerate.GIL_EXPLAINED
     folder = tmp_path / "scaling-16core"
     shutil.copytree(regenerate.SCALING_16, folder)
-    first, *rest = (folder / "pass1.jsonl").read_text().splitlines()
-    head = json.loads(first)
-    head["machine"]["python"] = "3.14.10, free-threaded, GIL off"
-    (folder / "pass1.jsonl").write_text("\n".join([json.dumps(head)] + rest) + "\n")
+    summary = json.loads((folder / "summary.json").read_text())  # what regenerate.py renders the records from
+    summary["machine"]["python"] = "3.14.10, free-threaded, GIL off"
+    (folder / "summary.json").write_text(json.dumps(summary))
     monkeypatch.setattr(regenerate, "SCALING_16", folder)
     said = regenerate.scaling_values()["s16_gil"]
     assert said.startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between the cores")
