@@ -8,16 +8,17 @@ after the idle hold, the second echoes at the connects' pace or all at once (--b
 client.py holds the connections (`--clients N --connects 1 --messages 2 --hold --idle 3`, with enough --procs that
 each process's share fits under the descriptor limit) and reads the server's memory. Meanwhile this reads, every
 few seconds, /proc/net/sockstat (the kernel's TCP sockets and its TCP memory in pages, against net.ipv4.tcp_mem),
-the aborts and resets of /proc/net/netstat and /proc/net/snmp, /proc/meminfo's Slab, and each worker's open
-descriptors: the records keep them before, at the peak of the TCP memory, and after, and the kernel log's new lines.
-The record goes to stdout as JSON, or with --out to the end of that file's list of records (bench/regenerate.py's
-part `million` keeps both runs, --burst and paced, in bench/results/million.json). Linux (/proc); it owns the
-machine: about 10 minutes for a million on 2 cores and 23 GB.
+the aborts, resets and retransmissions of /proc/net/netstat and /proc/net/snmp, the packets dropped before TCP saw
+them (/proc/net/softnet_stat), /proc/meminfo's Slab, and each worker's open descriptors: the records keep them
+before, at the peak of the TCP memory, and after, and the kernel log's new lines. The record goes to stdout as JSON,
+or with --out to the end of that file's list of records (bench/regenerate.py's part `million` keeps its runs in
+bench/results/million.json). Linux (/proc); it owns the machine: about 5 minutes a million on 2 cores and 23 GB.
 """
 import argparse
 import json
 import math
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -26,19 +27,22 @@ import threading
 import time
 from pathlib import Path
 
-from common import Server, children_of, provenance, run_client
+from common import ROOT, Server, children_of, provenance, run_client
 
 COUNTERS = {"TcpExt": ("TCPAbortOnMemory", "TCPAbortOnData", "TCPMemoryPressures", "TCPAbortOnClose",
                        "TCPAbortOnTimeout", "TCPAbortOnLinger", "TCPAbortFailed", "TCPRcvQDrop", "TCPBacklogDrop",
-                       "ListenOverflows", "ListenDrops"),
-            "Tcp": ("EstabResets", "OutRsts", "AttemptFails")}
+                       "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPSynRetrans"),
+            "Tcp": ("EstabResets", "OutRsts", "AttemptFails", "RetransSegs")}
 SHARE = 0.85  # of the descriptor limit, the most one client.py process is asked to hold
 EVERY = 0.5  # seconds between readings; the workers' descriptors every twentieth
 
 
 def counters():
-    """The COUNTERS' values now, from /proc/net/netstat and /proc/net/snmp (pairs of lines: names, then values)."""
-    found = {}
+    """The COUNTERS' values now, from /proc/net/netstat and /proc/net/snmp (pairs of lines: names, then values), and
+    the packets the kernel's input queues dropped (/proc/net/softnet_stat's second column, every CPU: loopback's
+    packets wait there, at most net.core.netdev_max_backlog a CPU)."""
+    found = {"softnet_dropped": sum(int(line.split()[1], 16) for line in
+                                    Path("/proc/net/softnet_stat").read_text().splitlines())}
     for path in ("/proc/net/netstat", "/proc/net/snmp"):
         rows = Path(path).read_text().splitlines()
         for names, values in zip(rows[::2], rows[1::2]):
@@ -118,6 +122,10 @@ def main():
         ["--timeout", "{:g}".format(args.server_timeout)] if args.server_timeout is not None else [])
     shape = ["--clients", str(args.clients), "--connects", "1", "--messages", "2", "--hold", "--idle",
              "{:g}".format(args.idle), "--procs", str(procs), "--timeout", "120"] + (["--burst"] if args.burst else [])
+    said = subprocess.run([sys.executable, "echo_reuseport.py", "--help"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=30).stdout
+    idle = args.server_timeout if args.server_timeout is not None else float(re.search(
+        r"--timeout SECONDS.*?\(default: ([\d.]+)\)", said, re.S).group(1))  # its own default, as it says
     log = kernel_log()
     with tempfile.TemporaryDirectory() as folder:
         server = Server("echo_reuseport.py", folder, ["-q", *flags], rlimits={resource.RLIMIT_NOFILE: hard})
@@ -139,9 +147,10 @@ def main():
             server.kill()
         server_err = server.stderr()[-2000:]
     later = kernel_log()
-    record = {**provenance(), "server": " ".join(["echo_reuseport.py", *flags]), "clients": args.clients,
+    record = {**provenance(), "server": " ".join(["echo_reuseport.py", *flags]), "clients": args.clients, "server_idle_timeout_s": idle,
               "burst": args.burst, "command": "python3 client.py --port PORT " + " ".join(shape), "procs": procs,
               "descriptors": hard, "tcp_mem": [int(n) for n in Path("/proc/sys/net/ipv4/tcp_mem").read_text().split()],
+              "netdev_max_backlog": int(Path("/proc/sys/net/core/netdev_max_backlog").read_text()),
               "results": run.figures, "wall_s": round(run.wall_s, 1), "server_cpu_s": run.server_cpu_s,
               "load_cpu_s": run.load_cpu_s, "server_alive_after": alive, "server_stderr": server_err,
               "before": before, "peak": watch.peak, "after": after, "worker_fds_most": watch.most_fds,
