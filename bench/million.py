@@ -125,7 +125,7 @@ def main():
     said = subprocess.run([sys.executable, "echo_reuseport.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                           timeout=30).stdout
     idle = args.server_timeout if args.server_timeout is not None else float(re.search(
-        r"--timeout SECONDS.*?\(default: ([\d.]+)\)", said, re.S).group(1))  # its own default, as it says
+        r"\n\s*--timeout SECONDS[^(]*\(default: ([\d.]+)\)", said).group(1))  # its own default, as it says
     log = kernel_log()
     with tempfile.TemporaryDirectory() as folder:
         server = Server("echo_reuseport.py", folder, ["-q", *flags], rlimits={resource.RLIMIT_NOFILE: hard})
