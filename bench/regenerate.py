@@ -120,6 +120,11 @@ PARTS = {
     # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
+    # A million held connections on echo_reuseport.py --workers 67 (bench/million.py): the second echoes all at once
+    # with the server's own idle timeout (the issue's run), then without the timeout, then at the connects' pace.
+    "million": ("json", "a million held connections, three runs (about 15 min)",
+                [[sys.executable, "bench/million.py", *flags] for flags in (
+                    ["--burst"], ["--burst", "--server-timeout", "0"], ["--server-timeout", "0"])]),
     "pythons": ("json", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
                   *pythons()]]),
@@ -297,7 +302,7 @@ def values(meta):
     """Every name bench/RESULTS.template.md uses, from this run's results: a function a section."""
     v = run_values(meta)
     for section in (table_values, spread_values, question_values, c10k_values, size_values, openloop_values,
-                    shared_values, scaling_values, held_values):
+                    shared_values, scaling_values, held_values, million_values):
         v.update(section())
     return v
 
@@ -857,6 +862,42 @@ def held_values():
     v["held_picture"] = "![KiB of memory a held connection, each server at the most it held](held.svg)"
     v["held_question"] = v["held_headline"]
     return v
+
+
+def million_values():
+    """A million held connections (bench/million.py's records, in the order it ran them): each run in a sentence, what
+    it held, and what the kernel's counters and the workers' descriptors said, no further."""
+    runs = load("million") or []
+    if not runs:
+        return {"held_million": ""}
+    rise = lambda r, name: r["after"]["counters"].get(name, 0) - r["before"]["counters"].get(name, 0)
+    timeout = lambda r: "no idle timeout (`--timeout 0`)" if " --timeout 0" in r["server"] else \
+        "the server's own idle timeout (its `--timeout`, 120 s)"
+    said = ["`python3 bench/regenerate.py --only million` ran bench/million.py {:,} times: {} with {:,} connections "
+            "held (client.py {}), each echoing once as it opened and once after 3 s idle, once all were open.".format(
+                len(runs), runs[0]["server"], runs[0]["clients"], " ".join(runs[0]["command"].split()[3:12]))]
+    for r in runs:
+        f, kinds = r["results"], r["results"].get("error_kinds", {})
+        lost = listing("{:,} {}".format(n, client.ERROR_WORDS[k].format(**f) if "{" not in client.ERROR_WORDS[k]
+                                        else k) for k, n in sorted(kinds.items(), key=lambda kn: -kn[1]))
+        connected = r["clients"] - kinds.get("refused", 0) - kinds.get("connect timeout", 0)
+        said.append("With the second echoes {}, and {}: {:,} connected in {:.0f} s and {:,} echoed once; {:,} echoed "
+                    "twice{}. The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, "
+                    "at most {:,}); TCPAbortOnMemory rose by {:,}, TCPMemoryPressures by {:,}, TCPAbortOnTimeout by "
+                    "{:,}; no worker held more than {:,} descriptors (the limit, {:,}).".format(
+                        "all at once (`--burst`)" if r["burst"] else "at the connects' pace", timeout(r), connected,
+                        f["connect_phase_s"], f["messages"] - f["connections"], f["connections"],
+                        ", and " + lost if lost != "none" else "", r["peak"]["tcp"]["mem"], r["tcp_mem"][1],
+                        r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"), rise(r, "TCPMemoryPressures"),
+                        rise(r, "TCPAbortOnTimeout"), max(r["worker_fds_most"]), r["descriptors"]))
+    best = max(runs, key=lambda r: r["results"]["held_connections"])
+    f = best["results"]
+    said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "
+                "kernel's socket slabs {:.1f} GiB (both ends).".format(
+                    f["held_connections"], held.mib_text(f["server_memory_held_kib"]),
+                    held.kib_text(f["server_kib_per_held"]), held.mib_text(f["client_memory_kib"]),
+                    f["kernel_slab_held_kib"] / (1 << 20)))
+    return {"held_million": " ".join(said)}
 
 
 def held_table(servers, record):
