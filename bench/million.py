@@ -31,7 +31,7 @@ from common import ROOT, Server, children_of, provenance, run_client
 
 COUNTERS = {"TcpExt": ("TCPAbortOnMemory", "TCPAbortOnData", "TCPMemoryPressures", "TCPAbortOnClose",
                        "TCPAbortOnTimeout", "TCPAbortOnLinger", "TCPAbortFailed", "TCPRcvQDrop", "TCPBacklogDrop",
-                       "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPSynRetrans"),
+                       "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPSynRetrans", "TCPKeepAlive"),
             "Tcp": ("EstabResets", "OutRsts", "AttemptFails", "RetransSegs")}
 SHARE = 0.85  # of the descriptor limit, the most one client.py process is asked to hold
 EVERY = 0.5  # seconds between readings; the workers' descriptors every twentieth

@@ -871,25 +871,49 @@ def million_values():
     if not runs:
         return {"held_million": ""}
     rise = lambda r, name: r["after"]["counters"].get(name, 0) - r["before"]["counters"].get(name, 0)
-    timeout = lambda r: "no idle timeout (`--timeout 0`)" if " --timeout 0" in r["server"] else \
-        "the server's own idle timeout (its `--timeout`, 120 s)"
-    said = ["`python3 bench/regenerate.py --only million` ran bench/million.py {:,} times: {} with {:,} connections "
-            "held (client.py {}), each echoing once as it opened and once after 3 s idle, once all were open.".format(
-                len(runs), runs[0]["server"], runs[0]["clients"], " ".join(runs[0]["command"].split()[3:12]))]
+    kinds = lambda r: r["results"].get("error_kinds", {})
+    words = runs[0]["command"].split()
+    said = ["Then a million: `python3 bench/regenerate.py --only million` ran bench/million.py {} times, {} holding "
+            "{:,} connections (client.py {}), each echoing once as it opened and once more after the idle hold, "
+            "once all were open.".format(len(runs), runs[0]["server"].split(" --timeout")[0], runs[0]["clients"],
+                                         " ".join(words[words.index("--clients"):words.index("--procs")]))]
     for r in runs:
-        f, kinds = r["results"], r["results"].get("error_kinds", {})
-        lost = listing("{:,} {}".format(n, client.ERROR_WORDS[k].format(**f) if "{" not in client.ERROR_WORDS[k]
-                                        else k) for k, n in sorted(kinds.items(), key=lambda kn: -kn[1]))
-        connected = r["clients"] - kinds.get("refused", 0) - kinds.get("connect timeout", 0)
-        said.append("With the second echoes {}, and {}: {:,} connected in {:.0f} s and {:,} echoed once; {:,} echoed "
-                    "twice{}. The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, "
-                    "at most {:,}); TCPAbortOnMemory rose by {:,}, TCPMemoryPressures by {:,}, TCPAbortOnTimeout by "
-                    "{:,}; no worker held more than {:,} descriptors (the limit, {:,}).".format(
-                        "all at once (`--burst`)" if r["burst"] else "at the connects' pace", timeout(r), connected,
-                        f["connect_phase_s"], f["messages"] - f["connections"], f["connections"],
-                        ", and " + lost if lost != "none" else "", r["peak"]["tcp"]["mem"], r["tcp_mem"][1],
-                        r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"), rise(r, "TCPMemoryPressures"),
-                        rise(r, "TCPAbortOnTimeout"), max(r["worker_fds_most"]), r["descriptors"]))
+        f = r["results"]
+        lost = listing("{:,} {}".format(n, client.ERROR_WORDS[k] if "{" not in client.ERROR_WORDS[k] else k)
+                       for k, n in sorted(kinds(r).items(), key=lambda kn: -kn[1]))
+        connected = r["clients"] - kinds(r).get("refused", 0) - kinds(r).get("connect timeout", 0) - f.get(
+            "client_ports_exhausted", 0) - f.get("client_descriptors_exhausted", 0)
+        said.append("With the second echoes {} and {}: {:,} connected in {:.0f} s, {:,} echoed once, {:,} twice{}. "
+                    "The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, at most "
+                    "{:,}); it aborted {:,} connections on memory (TCPAbortOnMemory) and {:,} on a retransmission "
+                    "timeout (TCPAbortOnTimeout); its input queues dropped {:,} packets (softnet_stat); the busiest "
+                    "worker held {:,} descriptors (its limit: {:,}).".format(
+                        "all at once (`--burst`)" if r["burst"] else "at the connects' pace",
+                        "the server's idle timeout at {:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout "
+                            in r["server"] else " (its default)") if r["server_idle_timeout_s"] else
+                        "no idle timeout (`--timeout 0`)", connected, f["connect_phase_s"],
+                        f["messages"] - f["connections"], f["connections"], "; of the rest, " + lost if lost != "none" else "",
+                        r["peak"]["tcp"]["mem"], r["tcp_mem"][1], r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"),
+                        rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped"), max(r["worker_fds_most"]),
+                        r["descriptors"]))
+    timed = [r for r in runs if r["server_idle_timeout_s"] and kinds(r).get("closed early")
+             and r["results"]["connect_phase_s"] > r["server_idle_timeout_s"]]
+    untimed = [r for r in runs if not r["server_idle_timeout_s"]]
+    if timed and untimed:
+        closed = sum(kinds(r).get("closed early", 0) for r in untimed)
+        said.append("So the connections closed by the server were its idle timeout's: connecting took {} s, longer "
+                    "than its {:g} s, and the first connections sat idle past it before their second echo; without "
+                    "it the server closed {}.".format(listing("{:.0f}".format(r["results"]["connect_phase_s"])
+                                                             for r in timed), timed[0]["server_idle_timeout_s"],
+                                                     "{:,}".format(closed) if closed else "none"))
+    reset = [r for r in runs if kinds(r).get("reset")]
+    if reset and all(rise(r, "TCPAbortOnTimeout") == kinds(r)["reset"] for r in reset):
+        said.append("Each reset was a connection the kernel aborted on a retransmission timeout: TCPAbortOnTimeout "
+                    "rose by as many in each run.")
+    elif reset:
+        said.append("The resets, and the connections the kernel aborted on a retransmission timeout meanwhile "
+                    "(TCPAbortOnTimeout), run by run: {}.".format(listing("{:,} against {:,}".format(
+                        kinds(r)["reset"], rise(r, "TCPAbortOnTimeout")) for r in reset)))
     best = max(runs, key=lambda r: r["results"]["held_connections"])
     f = best["results"]
     said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "
