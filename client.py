@@ -714,7 +714,7 @@ class ClosedLoop:
         if not self.released and not self.in_flight and not self.queued and self.engine.open == len(self.held):
             self.release()
             now = time.perf_counter()
-        # The held connections' second echoes, at the connects' pace: a million at once were reset (RESULTS.md).
+        # The held connections' second echoes, at the connects' pace (--burst: all at once; RESULTS.md, the million).
         while self.releasing and (self.burst or now >= self.next_connect):
             c = self.releasing.popleft()
             self.next_connect = max(self.next_connect, now - 0.001) + self.pace if self.pace else 0.0

@@ -879,14 +879,14 @@ def million_values():
                                          " ".join(words[words.index("--clients"):words.index("--procs")]))]
     for r in runs:
         f = r["results"]
-        lost = listing("{:,} {}".format(n, client.ERROR_WORDS[k] if "{" not in client.ERROR_WORDS[k] else k)
+        lost = listing("{:,} {}".format(n, "closed by the server" if k == "closed early" else k)  # client.py's kinds
                        for k, n in sorted(kinds(r).items(), key=lambda kn: -kn[1]))
         connected = r["clients"] - kinds(r).get("refused", 0) - kinds(r).get("connect timeout", 0) - f.get(
             "client_ports_exhausted", 0) - f.get("client_descriptors_exhausted", 0)
         said.append("With the second echoes {} and {}: {:,} connected in {:.0f} s, {:,} echoed once, {:,} twice{}. "
                     "The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, at most "
-                    "{:,}); it aborted {:,} connections on memory (TCPAbortOnMemory) and {:,} on a retransmission "
-                    "timeout (TCPAbortOnTimeout); its input queues dropped {:,} packets (softnet_stat); the busiest "
+                    "{:,}); it aborted {:,} connections on memory (TCPAbortOnMemory) and {:,} on a timeout, a "
+                    "retransmission's or keepalive's (TCPAbortOnTimeout); its input queues dropped {:,} packets (softnet_stat); the busiest "
                     "worker held {:,} descriptors (its limit: {:,}).".format(
                         "all at once (`--burst`)" if r["burst"] else "at the connects' pace",
                         "the server's idle timeout at {:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout "
@@ -896,24 +896,43 @@ def million_values():
                         r["peak"]["tcp"]["mem"], r["tcp_mem"][1], r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"),
                         rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped"), max(r["worker_fds_most"]),
                         r["descriptors"]))
+    # A connection's wait between its echoes: at most the connect phase, the idle hold and the echo phase.
+    waited = lambda r: r["results"]["connect_phase_s"] + float(words[words.index("--idle") + 1]) + r["results"][
+        "echo_phase_s"]
     timed = [r for r in runs if r["server_idle_timeout_s"] and kinds(r).get("closed early")
-             and r["results"]["connect_phase_s"] > r["server_idle_timeout_s"]]
+             and waited(r) > r["server_idle_timeout_s"]]
     untimed = [r for r in runs if not r["server_idle_timeout_s"]]
     if timed and untimed:
         closed = sum(kinds(r).get("closed early", 0) for r in untimed)
-        said.append("So the connections closed by the server were its idle timeout's: connecting took {} s, longer "
-                    "than its {:g} s, and the first connections sat idle past it before their second echo; without "
-                    "it the server closed {}.".format(listing("{:.0f}".format(r["results"]["connect_phase_s"])
-                                                             for r in timed), timed[0]["server_idle_timeout_s"],
-                                                     "{:,}".format(closed) if closed else "none"))
+        said.append("So the connections closed by the server were its idle timeout's: a connection's wait between "
+                    "its echoes could reach {} s (the connect phase, the hold and the echo phase), longer than its "
+                    "{:g} s; without it the server closed {}.".format(
+                        listing("{:.0f}".format(waited(r)) for r in timed), timed[0]["server_idle_timeout_s"],
+                        "{:,}".format(closed) if closed else "none"))
     reset = [r for r in runs if kinds(r).get("reset")]
     if reset and all(rise(r, "TCPAbortOnTimeout") == kinds(r)["reset"] for r in reset):
-        said.append("Each reset was a connection the kernel aborted on a retransmission timeout: TCPAbortOnTimeout "
+        said.append("Each reset was a connection the kernel aborted on a timeout: TCPAbortOnTimeout "
                     "rose by as many in each run.")
     elif reset:
-        said.append("The resets, and the connections the kernel aborted on a retransmission timeout meanwhile "
+        said.append("The resets, and the connections the kernel aborted on a timeout meanwhile "
                     "(TCPAbortOnTimeout), run by run: {}.".format(listing("{:,} against {:,}".format(
                         kinds(r)["reset"], rise(r, "TCPAbortOnTimeout")) for r in reset)))
+    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"]]
+    if keep and all(rise(r, "RetransSegs") < rise(r, "TCPAbortOnTimeout") for r in keep):
+        source = (ROOT / "echo_reuseport.py").read_text()
+        constant = lambda name: int(re.search(r"^{} = (\d+)".format(name), source, re.M).group(1))
+        said.append("Few of those aborts followed a retransmission: RetransSegs rose by {} against {} aborts. The same "
+                    "counter counts the connections TCP keepalive gives up on, and echo_reuseport.py turns it on: a "
+                    "connection quiet {} s is probed up to {} times, {} s apart, and reset when none is answered; the kernel "
+                    "sent {} keepalive probes (TCPKeepAlive), and its input queues, where loopback's packets wait "
+                    "(`net.core.netdev_max_backlog`: {:,} a CPU), dropped {} packets. Lost probes, or lost answers, "
+                    "fit these resets; no counter here says which packets were dropped.".format(
+                        listing("{:,}".format(rise(r, "RetransSegs")) for r in keep),
+                        listing("{:,}".format(rise(r, "TCPAbortOnTimeout")) for r in keep),
+                        constant("KEEPALIVE_IDLE"), constant("KEEPALIVE_COUNT"), constant("KEEPALIVE_INTERVAL"),
+                        listing("{:,}".format(rise(r, "TCPKeepAlive")) for r in keep),
+                        keep[0].get("netdev_max_backlog", 0),
+                        listing("{:,}".format(rise(r, "softnet_dropped")) for r in keep)))
     best = max(runs, key=lambda r: r["results"]["held_connections"])
     f = best["results"]
     said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "
