@@ -3,7 +3,7 @@
 after the idle hold, the second echoes at the connects' pace or all at once (--burst), and what the kernel says.
 
     flock /tmp/bench.lock python3 bench/million.py [--clients N] [--workers W] [--burst] [--server-timeout S]
-        [--out FILE]
+        [--no-keepalive] [--out FILE]
 
 client.py holds the connections (`--clients N --connects 1 --messages 2 --hold --idle 3`, with enough --procs that
 each process's share fits under the descriptor limit) and reads the server's memory. Meanwhile this reads, every
@@ -34,6 +34,13 @@ COUNTERS = {"TcpExt": ("TCPAbortOnMemory", "TCPAbortOnData", "TCPMemoryPressures
                        "ListenOverflows", "ListenDrops", "TCPTimeouts", "TCPSynRetrans", "TCPKeepAlive"),
             "Tcp": ("EstabResets", "OutRsts", "AttemptFails", "RetransSegs")}
 SHARE = 0.85  # of the descriptor limit, the most one client.py process is asked to hold
+# --no-keepalive: the server's setsockopt(SO_KEEPALIVE) made a no-op (its file unchanged), to see what its probes do.
+NO_KEEPALIVE = """import socket
+set_option = socket.socket.setsockopt
+def setsockopt(sock, level, option, *value):
+    if (level, option) != (socket.SOL_SOCKET, socket.SO_KEEPALIVE):
+        return set_option(sock, level, option, *value)
+socket.socket.setsockopt = setsockopt"""
 EVERY = 0.5  # seconds between readings; the workers' descriptors every twentieth
 
 
@@ -112,6 +119,7 @@ def main():
     parser.add_argument("--workers", type=int, default=67)
     parser.add_argument("--burst", action="store_true", help="client.py --burst: every second echo at once")
     parser.add_argument("--server-timeout", type=float, help="the server's --timeout (default: its own)")
+    parser.add_argument("--no-keepalive", action="store_true", help="the server without TCP keepalive (NO_KEEPALIVE)")
     parser.add_argument("--idle", type=float, default=3.0)
     parser.add_argument("--wait", type=float, default=1200, help="seconds client.py may take (default: %(default)s)")
     parser.add_argument("--out", metavar="FILE", help="add the record to this file's list (JSON)")
@@ -128,7 +136,8 @@ def main():
         r"\n\s*--timeout SECONDS[^(]*\(default: ([\d.]+)\)", said).group(1))  # its own default, as it says
     log = kernel_log()
     with tempfile.TemporaryDirectory() as folder:
-        server = Server("echo_reuseport.py", folder, ["-q", *flags], rlimits={resource.RLIMIT_NOFILE: hard})
+        server = Server("echo_reuseport.py", folder, ["-q", *flags], rlimits={resource.RLIMIT_NOFILE: hard},
+                        prelude=NO_KEEPALIVE if args.no_keepalive else None)
         try:
             server.wait_for_port()
             deadline = time.monotonic() + 60
@@ -147,8 +156,9 @@ def main():
             server.kill()
         server_err = server.stderr()[-2000:]
     later = kernel_log()
-    record = {**provenance(), "server": " ".join(["echo_reuseport.py", *flags]), "clients": args.clients, "server_idle_timeout_s": idle,
-              "burst": args.burst, "command": "python3 client.py --port PORT " + " ".join(shape), "procs": procs,
+    record = {**provenance(), "server": " ".join(["echo_reuseport.py", *flags]), "clients": args.clients,
+              "server_idle_timeout_s": idle, "server_keepalive": not args.no_keepalive, "burst": args.burst,
+              "command": "python3 client.py --port PORT " + " ".join(shape), "procs": procs,
               "descriptors": hard, "tcp_mem": [int(n) for n in Path("/proc/sys/net/ipv4/tcp_mem").read_text().split()],
               "netdev_max_backlog": int(Path("/proc/sys/net/core/netdev_max_backlog").read_text()),
               "results": run.figures, "wall_s": round(run.wall_s, 1), "server_cpu_s": run.server_cpu_s,

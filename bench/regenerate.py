@@ -121,10 +121,12 @@ PARTS = {
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
     # A million held connections on echo_reuseport.py --workers 67 (bench/million.py): the second echoes all at once
-    # with the server's own idle timeout (the issue's run), then without the timeout, then at the connects' pace.
-    "million": ("json", "a million held connections, three runs (about 15 min)",
+    # with the server's own idle timeout (the issue's run), then without the timeout, then at the connects' pace, then
+    # at once without the timeout and without the server's TCP keepalive.
+    "million": ("json", "a million held connections, four runs (about 15 min)",
                 [[sys.executable, "bench/million.py", *flags] for flags in (
-                    ["--burst"], ["--burst", "--server-timeout", "0"], ["--server-timeout", "0"])]),
+                    ["--burst"], ["--burst", "--server-timeout", "0"], ["--server-timeout", "0"],
+                    ["--burst", "--server-timeout", "0", "--no-keepalive"])]),
     "pythons": ("json", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
                   *pythons()]]),
@@ -891,7 +893,8 @@ def million_values():
                         "all at once (`--burst`)" if r["burst"] else "at the connects' pace",
                         "the server's idle timeout at {:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout "
                             in r["server"] else " (its default)") if r["server_idle_timeout_s"] else
-                        "no idle timeout (`--timeout 0`)", connected, f["connect_phase_s"],
+                        "no idle timeout (`--timeout 0`)" + ("" if r.get("server_keepalive", True) else
+                                                             ", nor TCP keepalive (`--no-keepalive`)"), connected, f["connect_phase_s"],
                         f["messages"] - f["connections"], f["connections"], "; of the rest, " + lost if lost != "none" else "",
                         r["peak"]["tcp"]["mem"], r["tcp_mem"][1], r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"),
                         rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped"), max(r["worker_fds_most"]),
@@ -917,7 +920,7 @@ def million_values():
         said.append("The resets, and the connections the kernel aborted on a timeout meanwhile "
                     "(TCPAbortOnTimeout), run by run: {}.".format(listing("{:,} against {:,}".format(
                         kinds(r)["reset"], rise(r, "TCPAbortOnTimeout")) for r in reset)))
-    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"]]
+    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"] and r.get("server_keepalive", True)]
     if keep and all(rise(r, "RetransSegs") < rise(r, "TCPAbortOnTimeout") for r in keep):
         source = (ROOT / "echo_reuseport.py").read_text()
         constant = lambda name: int(re.search(r"^{} = (\d+)".format(name), source, re.M).group(1))
@@ -926,13 +929,18 @@ def million_values():
                     "connection quiet {} s is probed up to {} times, {} s apart, and reset when none is answered; the kernel "
                     "sent {} keepalive probes (TCPKeepAlive), and its input queues, where loopback's packets wait "
                     "(`net.core.netdev_max_backlog`: {:,} a CPU), dropped {} packets. Lost probes, or lost answers, "
-                    "fit these resets; no counter here says which packets were dropped.".format(
+                    "fit these resets; no counter here says which packets were dropped.{}".format(
                         listing("{:,}".format(rise(r, "RetransSegs")) for r in keep),
                         listing("{:,}".format(rise(r, "TCPAbortOnTimeout")) for r in keep),
                         constant("KEEPALIVE_IDLE"), constant("KEEPALIVE_COUNT"), constant("KEEPALIVE_INTERVAL"),
                         listing("{:,}".format(rise(r, "TCPKeepAlive")) for r in keep),
                         keep[0].get("netdev_max_backlog", 0),
-                        listing("{:,}".format(rise(r, "softnet_dropped")) for r in keep)))
+                        listing("{:,}".format(rise(r, "softnet_dropped")) for r in keep), "".join(
+                            " Without the server's keepalive (bench/million.py --no-keepalive: its setsockopt() "
+                            "ignores SO_KEEPALIVE), with the second echoes {}: {:,} reset, TCPAbortOnTimeout rose by "
+                            "{:,}.".format("at once" if r["burst"] else "paced", kinds(r).get("reset", 0),
+                                           rise(r, "TCPAbortOnTimeout"))
+                            for r in runs if not r.get("server_keepalive", True))))
     best = max(runs, key=lambda r: r["results"]["held_connections"])
     f = best["results"]
     said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "

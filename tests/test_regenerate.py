@@ -456,9 +456,10 @@ def test_the_million_is_said_from_its_records(tmp_path, monkeypatch):
     """Each run of bench/million.py in a sentence, and a cause said only as far as the records show it: the server's
     idle timeout where a run without it closed none, the resets against the kernel's aborts on timeout."""
     runs = [million_run(True, 120.0, {"closed early": 600, "reset": 20}, 10, 25),
-            million_run(True, 0, {"reset": 250}, 250, 35), million_run(False, 0, {}, 0, 12)]
+            million_run(True, 0, {"reset": 250}, 250, 35), million_run(False, 0, {}, 0, 12),
+            dict(million_run(True, 0, {}, 0, 40), server_keepalive=False)]
     said = kept(tmp_path, monkeypatch, million=runs).million_values()["held_million"]
-    assert "ran bench/million.py 3 times, echo_reuseport.py --workers 67 holding 1,000 connections (client.py " \
+    assert "ran bench/million.py 4 times, echo_reuseport.py --workers 67 holding 1,000 connections (client.py " \
            "--clients 1000 --connects 1 --messages 2 --hold --idle 3)" in said
     assert "all at once (`--burst`) and the server's idle timeout at 120 s (its default): 1,000 connected in 150 s, " \
            "1,000 echoed once, 380 twice; of the rest, 600 closed by the server and 20 reset." in said
@@ -471,6 +472,8 @@ def test_the_million_is_said_from_its_records(tmp_path, monkeypatch):
     assert "RetransSegs rose by 1 and 25 against 10 and 250 aborts" in said
     assert "the kernel sent 30 and 750 keepalive probes (TCPKeepAlive)" in said and "dropped 50 and 1,250" in said
     assert "a connection quiet 60 s is probed up to 4 times, 15 s apart" in said  # echo_reuseport.py's own
-    assert kept(tmp_path, monkeypatch, million=runs[1:]).million_values()["held_million"].count(
+    assert "no idle timeout (`--timeout 0`), nor TCP keepalive (`--no-keepalive`): 1,000 connected" in said
+    assert said.count("Without the server's keepalive") == 1 and "at once: 0 reset, TCPAbortOnTimeout rose by 0." in said
+    assert kept(tmp_path, monkeypatch, million=runs[1:3]).million_values()["held_million"].count(
         "Each reset was a connection the kernel aborted on a timeout") == 1
     assert kept(tmp_path / "none", monkeypatch).million_values() == {"held_million": ""}
