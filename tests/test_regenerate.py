@@ -469,11 +469,14 @@ def test_the_million_is_said_from_its_records(tmp_path, monkeypatch):
            "its 120 s; without it the server closed none" in said
     assert "run by run: 20 against 10 and 250 against 250" in said and "Each reset" not in said
     assert "the busiest worker held 17 descriptors (its limit: 20,000)" in said
-    assert "RetransSegs rose by 1 and 25 against 10 and 250 aborts" in said
+    assert "(RetransSegs) rose by 1 and 25 against 10 and 250 aborts" in said
+    assert said.endswith("came with the server's keepalive probes. Held (1,000 at once), the server took 0.6 MiB (0.60 "
+                         "KiB a connection), client.py 2.0 MiB, and the kernel's socket slabs 6.0 GiB (both ends).")
     assert "the kernel sent 30 and 750 keepalive probes (TCPKeepAlive)" in said and "dropped 50 and 1,250" in said
     assert "a connection quiet 60 s is probed up to 4 times, 15 s apart" in said  # echo_reuseport.py's own
     assert "no idle timeout (`--timeout 0`), nor TCP keepalive (`--no-keepalive`): 1,000 connected" in said
-    assert said.count("Without the server's keepalive") == 1 and "at once: 0 reset, TCPAbortOnTimeout rose by 0." in said
+    assert said.count("Without the server's keepalive") == 1 and "at once: 0 reset, TCPAbortOnTimeout rose by 0, and the input " \
+        "queues dropped 0 packets." in said
     assert kept(tmp_path, monkeypatch, million=runs[1:3]).million_values()["held_million"].count(
         "Each reset was a connection the kernel aborted on a timeout") == 1
     assert kept(tmp_path / "none", monkeypatch).million_values() == {"held_million": ""}
