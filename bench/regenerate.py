@@ -888,14 +888,15 @@ def million_values():
         said.append("With the second echoes {} and {}: {:,} connected in {:.0f} s, {:,} echoed once, {:,} twice{}. "
                     "The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, at most "
                     "{:,}); it aborted {:,} connections on memory (TCPAbortOnMemory) and {:,} on a timeout, a "
-                    "retransmission's or keepalive's (TCPAbortOnTimeout); its input queues dropped {:,} packets (softnet_stat); the busiest "
-                    "worker held {:,} descriptors (its limit: {:,}).".format(
+                    "retransmission's or keepalive's (TCPAbortOnTimeout); its input queues dropped {:,} packets "
+                    "(softnet_stat); the busiest worker held {:,} descriptors (its limit: {:,}).".format(
                         "all at once (`--burst`)" if r["burst"] else "at the connects' pace",
                         "the server's idle timeout at {:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout "
                             in r["server"] else " (its default)") if r["server_idle_timeout_s"] else
                         "no idle timeout (`--timeout 0`)" + ("" if r.get("server_keepalive", True) else
-                                                             ", nor TCP keepalive (`--no-keepalive`)"), connected, f["connect_phase_s"],
-                        f["messages"] - f["connections"], f["connections"], "; of the rest, " + lost if lost != "none" else "",
+                                                             ", nor TCP keepalive (`--no-keepalive`)"),
+                        connected, f["connect_phase_s"], f["messages"] - f["connections"], f["connections"],
+                        "; of the rest, " + lost if lost != "none" else "",
                         r["peak"]["tcp"]["mem"], r["tcp_mem"][1], r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"),
                         rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped"), max(r["worker_fds_most"]),
                         r["descriptors"]))
@@ -926,7 +927,8 @@ def million_values():
         constant = lambda name: int(re.search(r"^{} = (\d+)".format(name), source, re.M).group(1))
         said.append("Retransmitted segments (RetransSegs) rose by {} against {} aborts. The same "
                     "counter counts the connections TCP keepalive gives up on, and echo_reuseport.py turns it on: a "
-                    "connection quiet {} s is probed up to {} times, {} s apart, and reset when none is answered; the kernel "
+                    "connection quiet {} s is probed up to {} times, {} s apart, and reset when none is answered; the "
+                    "kernel "
                     "sent {} keepalive probes (TCPKeepAlive), and its input queues, where loopback's packets wait "
                     "(`net.core.netdev_max_backlog`: {:,} a CPU), dropped {} packets. Lost probes, or lost answers, "
                     "fit these resets; no counter here says which packets were dropped.{}".format(
