@@ -72,6 +72,7 @@ SLOWEST = 10000  # msgs/s: a held run slower than this fails its bound
 BUDGET = 30.0  # seconds any other run of --all may take before its server is shown as failed
 SYN_RETRY = 0.95  # a connect this slow waited on a SYN retry (the first comes 1 s after the SYN)
 SOURCES = 16  # one source address runs short of local ports past ~14,000 connects/s: take 127.0.0.1-16 in turn
+PER_SOURCE = 10000  # and past ~14,000 held from one, each connect() scans the ports: more clients, more addresses
 IP_BIND_ADDRESS_NO_PORT = getattr(socket, "IP_BIND_ADDRESS_NO_PORT", 24)  # Linux: the port is chosen at connect()
 # Linux's TCP_INFO starts with the socket's state; 1 is ESTABLISHED (elsewhere: wait to be told).
 TCP_INFO = getattr(socket, "TCP_INFO", None) if sys.platform.startswith("linux") else None
@@ -109,6 +110,7 @@ class Workload:
     connecting: int = CONNECTING  # connects in flight
     connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
     seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
+    burst: bool = False  # with hold and idle: every second echo at once, not at the connects' pace (release())
     rate: Optional[float] = None  # open loop: connections a second
     duration: float = 5.0  # open loop: seconds of arrivals
     tls: bool = False  # TLS on every connection, the server verified against cafile (None: the system's store)
@@ -234,7 +236,7 @@ class Engine:
         self.family, self.sockaddr = address
         loopback = (sys.platform.startswith("linux") and self.family == socket.AF_INET
                     and self.sockaddr[0].startswith("127."))
-        addresses = ["127.0.0.{}".format(n) for n in range(1, SOURCES + 1)]
+        addresses = source_addresses(w.clients)
         self.sources = itertools.cycle(addresses) if loopback and binds_any(addresses[-1]) else None
         self.size, self.per_connection = w.size, w.messages
         self.seconds = w.seconds  # a timed connection ends its exchanges this long after its first
@@ -641,6 +643,8 @@ class ClosedLoop:
         self.active, self.in_flight = len(self.done), 0
         self.queued = collections.deque()  # clients (ids) waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
+        self.burst = w.burst or w.idle is None  # without idle (c10k's messages), or with burst: all begin at once
+        self.releasing = collections.deque()  # held, released, their messages not yet begun (tick())
         self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
         self.messages = w.messages
@@ -709,7 +713,17 @@ class ClosedLoop:
             self.connect_queued(now)
         if not self.released and not self.in_flight and not self.queued and self.engine.open == len(self.held):
             self.release()
-        if self.pace and self.queued:
+            now = time.perf_counter()
+        # The held connections' second echoes, at the connects' pace (--burst: all at once; RESULTS.md, the million).
+        while self.releasing and (self.burst or now >= self.next_connect):
+            c = self.releasing.popleft()
+            self.next_connect = max(self.next_connect, now - 0.001) + self.pace if self.pace else 0.0
+            if c in self.held:  # still open (one that failed has left the set)
+                try:
+                    self.engine.begin(c, now)
+                except OSError as e:  # reset while it waited
+                    self.engine.fail(c, e, now)
+        if self.pace and (self.queued or self.releasing):
             return min(0.25, max(0.0, self.next_connect - now))
         return 0.25 if self.active else None
 
@@ -724,12 +738,8 @@ class ClosedLoop:
             pass  # another worker is late or gone: go on, its errors are its own
         time.sleep(self.idle or 0)  # held idle: a reset meanwhile shows at the next echo
         self.engine.per_connection = self.messages
-        now = self.times["echo_start"] = time.perf_counter()
-        for c in list(self.held):  # each still open (one that failed has left the set)
-            try:
-                self.engine.begin(c, now)
-            except OSError as e:  # reset while it waited
-                self.engine.fail(c, e, now)
+        self.times["echo_start"] = time.perf_counter()
+        self.releasing.extend(self.held)  # tick() begins them
 
     def finish(self):
         if not self.released:
@@ -790,6 +800,11 @@ class OpenLoop:
         self.times.update(started=self.n, behind=self.behind)
 
 
+def source_addresses(clients):
+    """The loopback source addresses the connections take in turn: SOURCES, or one per PER_SOURCE clients."""
+    return ["127.0.0.{}".format(n) for n in range(1, max(SOURCES, -(-clients // PER_SOURCE)) + 1)]
+
+
 def binds_any(address):
     """Whether a socket may bind this loopback address with its port left to connect()
     (an old kernel, or a sandbox, may refuse): if not, connections keep one source address."""
@@ -846,7 +861,7 @@ def fit_descriptors(clients, procs, grow=False):
     procs = max(procs, -(-clients // max(1, soft - SPARE_DESCRIPTORS))) if grow else procs
     need = -(-clients // procs) + SPARE_DESCRIPTORS
     if clients and soft < need:
-        die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n)".format(
+        die("{} clients on {} processes need {} descriptors each; the limit is {} (raise ulimit -n, or --procs)".format(
             clients, procs, need, soft))
     return procs
 
@@ -2231,7 +2246,7 @@ def whole(value):
 def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
-                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
+                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle, burst=args.burst,
                  connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency,
                  duration=args.duration, seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
@@ -2349,7 +2364,7 @@ def build_parser():
     group("--scenario", type=names, metavar="LIST", help="with --all, presets: " + ", ".join(PRESETS))
     group("--tls", action="store_true", help="speak TLS and verify the server (full handshakes)")
     group = parser.add_argument_group("load shape: closed loop (the article's clients)").add_argument
-    group("--clients", type=number(1, 100000), metavar="N",
+    group("--clients", type=number(1, 1000000), metavar="N",
           help="concurrent clients, WORKER_COUNT (default: {clients})".format(**SHAPE))
     group("--connects", type=number(1, 100000), metavar="C",
           help="connections per client, ACTION_COUNT (default: {connects})".format(**SHAPE))
@@ -2362,6 +2377,7 @@ def build_parser():
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group("--idle", type=number(0, 3600, float), metavar="S", help="with --hold, each echoes once first; all held S "
           "seconds between")
+    group("--burst", action="store_true", help="with --idle, the second echoes begin at once, not paced")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))

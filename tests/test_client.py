@@ -105,7 +105,7 @@ def test_nothing_listening_is_one_clear_line():
     assert result.stderr.count("\n") == 1 and "cannot connect" in result.stderr and "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("args", [["--clients", "0"], ["--size", "-5"], ["--messages", "many"],
+@pytest.mark.parametrize("args", [["--clients", "0"], ["--clients", "1000001"], ["--size", "-5"], ["--messages", "many"],
                                   ["--all", "--scenario", "nope"], ["--servers", "epoll"], ["--port", "0"],
                                   ["--cafile", str(CERT)], ["--tls-resume"], ["--all", "--tls"],
                                   ["--tls", "--cafile", "/nonexistent/ca.pem"], ["--tls", "--cafile", __file__]])
@@ -444,6 +444,66 @@ def test_connections_to_the_loopback_take_their_source_addresses_in_turn(countin
     assert client_json("--port", str(server.port), "--clients", "8", "--connects", "4", "--messages", "1",
                        "--procs", "1")[0]["errors"] == 0
     assert server.peers == {"127.0.0.%d" % n for n in range(1, 17)}
+
+
+
+def test_a_million_clients_are_asked_for_and_take_enough_source_addresses(client_module):
+    """--clients goes up to a million (one more is refused: test_bad_arguments_are_one_clear_line); their
+    connections take source addresses in 127.0.0.0/8, at most about 10,000 from each (past ~14,000 held from one
+    address, each connect() scans the ports), and fewer clients keep the 16 of before."""
+    import ipaddress
+    assert client_module.parse_args(["--clients", "1000000"]).clients == 1000000
+    addresses = client_module.source_addresses(1000000)
+    assert len(set(addresses)) == len(addresses) and 1000000 / len(addresses) <= 15000
+    assert all(ipaddress.ip_address(a) in ipaddress.ip_network("127.0.0.0/8") for a in addresses)
+    assert client_module.source_addresses(50) == ["127.0.0.%d" % n for n in range(1, 17)]
+    assert client_module.source_addresses(100000) == client_module.source_addresses(50)
+
+
+class FakeEngine:
+    """What ClosedLoop asks of its engine, the messages begun recorded."""
+    per_connection, open, connect_timeout = 1, 0, 1.0
+
+    def __init__(self):
+        self.begun = []
+
+    def begin(self, c, now):
+        self.begun.append(c)
+
+
+class NoBarrier:
+    def wait(self, timeout=None):
+        pass
+
+
+@pytest.mark.parametrize("burst", [False, True])
+def test_the_held_connections_second_echoes_begin_at_the_connects_pace(client_module, burst):
+    """After the idle hold, the second echoes begin at most a millisecond's catch-up of the pace per tick (a million
+    sends at once were reset, RESULTS.md), each once; with --burst, or without --idle, all at once as before."""
+    w = client_module.Workload(clients=100, connects=1, messages=2, hold=True, idle=0.0, connect_pace=1000.0,
+                               burst=burst)
+    engine = FakeEngine()
+    loop = client_module.ClosedLoop(engine, range(100), w, NoBarrier())
+    loop.held.update(range(100))  # 100 connections held (stand-ins: the fake engine only records them)
+    loop.release()
+    assert engine.begun == [] and len(loop.releasing) == 100, "release() begins none: tick() does"
+    per_tick, now = [], 1000.0
+    while loop.releasing and len(per_tick) < 1000:
+        before = len(engine.begun)
+        loop.tick(now)
+        per_tick.append(len(engine.begun) - before)
+        now += [0.0005, 0.01, 0.003][len(per_tick) % 3]  # ticks late and early, on a made-up clock
+    assert sorted(engine.begun) == list(range(100))
+    if burst:
+        assert per_tick == [100]
+    else:  # a pace of 1 ms: its due one, and at most 1 ms late caught up
+        assert max(per_tick) <= 2 and len(per_tick) > 40, per_tick
+    unpaced = client_module.ClosedLoop(FakeEngine(), range(100), client_module.Workload(
+        clients=100, connects=1, hold=True, connect_pace=1000.0), NoBarrier())
+    unpaced.held.update(range(100))
+    unpaced.release()
+    unpaced.tick(now)
+    assert len(unpaced.engine.begun) == 100, "held without --idle (c10k): every message begins at once, as before"
 
 
 # ---- TLS (--tls): hermetic, the test certificate alone is trusted (tests/tls/README)
