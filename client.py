@@ -110,7 +110,6 @@ class Workload:
     connecting: int = CONNECTING  # connects in flight
     connect_pace: Optional[float] = None  # closed loop: connects started a second, at most
     seconds: Optional[float] = None  # closed loop: each connection exchanges messages this long (wrk), not `messages`
-    burst: bool = False  # with hold and idle: every second echo at once, not at the connects' pace (release())
     rate: Optional[float] = None  # open loop: connections a second
     duration: float = 5.0  # open loop: seconds of arrivals
     tls: bool = False  # TLS on every connection, the server verified against cafile (None: the system's store)
@@ -643,8 +642,6 @@ class ClosedLoop:
         self.active, self.in_flight = len(self.done), 0
         self.queued = collections.deque()  # clients (ids) waiting for a connect slot
         self.pace, self.next_connect = 1.0 / w.connect_pace if w.connect_pace else 0.0, 0.0
-        self.burst = w.burst or w.idle is None  # without idle (c10k's messages), or with burst: all begin at once
-        self.releasing = collections.deque()  # held, released, their messages not yet begun (tick())
         self.held = set()  # with hold: connected (with idle: and echoed once), waiting for the others
         self.released = not self.hold
         self.messages = w.messages
@@ -713,17 +710,7 @@ class ClosedLoop:
             self.connect_queued(now)
         if not self.released and not self.in_flight and not self.queued and self.engine.open == len(self.held):
             self.release()
-            now = time.perf_counter()
-        # The held connections' second echoes, at the connects' pace (--burst: all at once; RESULTS.md, the million).
-        while self.releasing and (self.burst or now >= self.next_connect):
-            c = self.releasing.popleft()
-            self.next_connect = max(self.next_connect, now - 0.001) + self.pace if self.pace else 0.0
-            if c in self.held:  # still open (one that failed has left the set)
-                try:
-                    self.engine.begin(c, now)
-                except OSError as e:  # reset while it waited
-                    self.engine.fail(c, e, now)
-        if self.pace and (self.queued or self.releasing):
+        if self.pace and self.queued:
             return min(0.25, max(0.0, self.next_connect - now))
         return 0.25 if self.active else None
 
@@ -738,8 +725,12 @@ class ClosedLoop:
             pass  # another worker is late or gone: go on, its errors are its own
         time.sleep(self.idle or 0)  # held idle: a reset meanwhile shows at the next echo
         self.engine.per_connection = self.messages
-        self.times["echo_start"] = time.perf_counter()
-        self.releasing.extend(self.held)  # tick() begins them
+        now = self.times["echo_start"] = time.perf_counter()
+        for c in list(self.held):  # each still open (one that failed has left the set)
+            try:
+                self.engine.begin(c, now)
+            except OSError as e:  # reset while it waited
+                self.engine.fail(c, e, now)
 
     def finish(self):
         if not self.released:
@@ -2246,7 +2237,7 @@ def whole(value):
 def workload(args, **changes):
     """The Workload of the command line, with changes."""
     w = Workload(clients=args.clients, connects=args.connects, messages=args.messages or 50, size=args.size,
-                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle, burst=args.burst,
+                 timeout=args.timeout, connect_timeout=args.timeout, hold=args.hold, idle=args.idle,
                  connect_pace=HELD_PACE if args.hold else None, connecting=args.connect_concurrency,
                  duration=args.duration, seconds=args.seconds, tls=args.tls, cafile=args.cafile, resume=args.tls_resume)
     return dataclasses.replace(w, **changes)
@@ -2377,7 +2368,6 @@ def build_parser():
     group("--hold", action="store_true", default=None, help="open and hold every connection, then send")
     group("--idle", type=number(0, 3600, float), metavar="S", help="with --hold, each echoes once first; all held S "
           "seconds between")
-    group("--burst", action="store_true", help="with --idle, the second echoes begin at once, not paced")
     group = parser.add_argument_group("load shape: open loop (connections started on a clock)").add_argument
     group("--rate", type=parse_rate, metavar="R|A:B:STEP", help="R new connections a second, or a sweep and its "
           "knee; past 14,000/s, {} source addresses".format(SOURCES))

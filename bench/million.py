@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: 0BSD
 """A million held connections: echo_reuseport.py --workers 67, each connection echoing once as it opens and once
-after the idle hold, the second echoes at the connects' pace or all at once (--burst), and what the kernel says.
+after the idle hold (all at once), and what the kernel says.
 
-    flock /tmp/bench.lock python3 bench/million.py [--clients N] [--workers W] [--burst] [--server-timeout S]
+    flock /tmp/bench.lock python3 bench/million.py [--clients N] [--workers W] [--server-timeout S]
         [--no-keepalive] [--out FILE]
 
 client.py holds the connections (`--clients N --connects 1 --messages 2 --hold --idle 3`, with enough --procs that
@@ -117,7 +117,6 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--clients", type=int, default=1000000)
     parser.add_argument("--workers", type=int, default=67)
-    parser.add_argument("--burst", action="store_true", help="client.py --burst: every second echo at once")
     parser.add_argument("--server-timeout", type=float, help="the server's --timeout (default: its own)")
     parser.add_argument("--no-keepalive", action="store_true", help="the server without TCP keepalive (NO_KEEPALIVE)")
     parser.add_argument("--idle", type=float, default=3.0)
@@ -129,7 +128,7 @@ def main():
     flags = ["--workers", str(args.workers)] + (
         ["--timeout", "{:g}".format(args.server_timeout)] if args.server_timeout is not None else [])
     shape = ["--clients", str(args.clients), "--connects", "1", "--messages", "2", "--hold", "--idle",
-             "{:g}".format(args.idle), "--procs", str(procs), "--timeout", "120"] + (["--burst"] if args.burst else [])
+             "{:g}".format(args.idle), "--procs", str(procs), "--timeout", "120"]
     said = subprocess.run([sys.executable, "echo_reuseport.py", "--help"], cwd=ROOT, capture_output=True, text=True,
                           timeout=30).stdout
     idle = args.server_timeout if args.server_timeout is not None else float(re.search(
@@ -157,7 +156,7 @@ def main():
         server_err = server.stderr()[-2000:]
     later = kernel_log()
     record = {**provenance(), "server": " ".join(["echo_reuseport.py", *flags]), "clients": args.clients,
-              "server_idle_timeout_s": idle, "server_keepalive": not args.no_keepalive, "burst": args.burst,
+              "server_idle_timeout_s": idle, "server_keepalive": not args.no_keepalive,
               "command": "python3 client.py --port PORT " + " ".join(shape), "procs": procs,
               "descriptors": hard, "tcp_mem": [int(n) for n in Path("/proc/sys/net/ipv4/tcp_mem").read_text().split()],
               "netdev_max_backlog": int(Path("/proc/sys/net/core/netdev_max_backlog").read_text()),

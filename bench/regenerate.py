@@ -119,13 +119,11 @@ PARTS = {
     # What a held client costs: held-10k on every server, then each at the size that finds its limit here (held.py).
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
-    # A million held connections on echo_reuseport.py --workers 67 (bench/million.py): the second echoes all at once
-    # with the server's own idle timeout (the issue's run), then without the timeout, then at the connects' pace, then
-    # at once without the timeout and without the server's TCP keepalive.
-    "million": ("json", "a million held connections, four runs (about 15 min)",
+    # A million held connections on echo_reuseport.py --workers 67 (bench/million.py): with the server's own idle
+    # timeout (the issue's run), then without it, then without it and without the server's TCP keepalive.
+    "million": ("json", "a million held connections, three runs (about 12 min)",
                 [[sys.executable, "bench/million.py", *flags] for flags in (
-                    ["--burst"], ["--burst", "--server-timeout", "0"], ["--server-timeout", "0"],
-                    ["--burst", "--server-timeout", "0", "--no-keepalive"])]),
+                    [], ["--server-timeout", "0"], ["--server-timeout", "0", "--no-keepalive"])]),
     "pythons": ("json", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
                   *pythons()]]),
@@ -844,39 +842,38 @@ def held_values():
 
 
 def million_values():
-    """A million held connections (bench/million.py's records, in the order it ran them): each run in a sentence, what
-    it held, and what the kernel's counters and the workers' descriptors said, no further."""
+    """A million held connections (bench/million.py's records, in the order it ran them): a row a run, then what the
+    kernel's counters and the workers' descriptors said, no further."""
     runs = load("million") or []
     if not runs:
         return {"held_million": ""}
     rise = lambda r, name: r["after"]["counters"].get(name, 0) - r["before"]["counters"].get(name, 0)
     kinds = lambda r: r["results"].get("error_kinds", {})
     words = runs[0]["command"].split()
-    said = ["Then a million: `python3 bench/regenerate.py --only million` ran bench/million.py {} times, {} holding "
-            "{:,} connections (client.py {}), each echoing once as it opened and once more after the idle hold, "
-            "once all were open.".format(len(runs), runs[0]["server"].split(" --timeout")[0], runs[0]["clients"],
-                                         " ".join(words[words.index("--clients"):words.index("--procs")]))]
+    lines = ["Then a million: `python3 bench/regenerate.py --only million` ran bench/million.py {} times, {} holding "
+             "{:,} connections (client.py {}), each echoing once as it opened and once more after the idle hold, all "
+             "at once. The kernel's counters are each run's rise (/proc/net/netstat, softnet_stat).".format(
+                 len(runs), runs[0]["server"].split(" --timeout")[0], runs[0]["clients"],
+                 " ".join(words[words.index("--clients"):words.index("--procs")])), "",
+             "| server's idle timeout | TCP keepalive | connected in | echoed once | echoed twice | reset | closed by "
+             "the server | aborted on a timeout | keepalive probes | packets dropped | TCP memory at its peak |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         f = r["results"]
-        lost = listing("{:,} {}".format(n, "closed by the server" if k == "closed early" else k)  # client.py's kinds
-                       for k, n in sorted(kinds(r).items(), key=lambda kn: -kn[1]))
-        connected = r["clients"] - kinds(r).get("refused", 0) - kinds(r).get("connect timeout", 0) - f.get(
-            "client_ports_exhausted", 0) - f.get("client_descriptors_exhausted", 0)
-        said.append("With the second echoes {} and {}: {:,} connected in {:.0f} s, {:,} echoed once, {:,} twice{}. "
-                    "The kernel's TCP memory peaked at {:,} pages (`net.ipv4.tcp_mem`: pressure from {:,}, at most "
-                    "{:,}); it aborted {:,} connections on memory (TCPAbortOnMemory) and {:,} on a timeout, a "
-                    "retransmission's or keepalive's (TCPAbortOnTimeout); its input queues dropped {:,} packets "
-                    "(softnet_stat); the busiest worker held {:,} descriptors (its limit: {:,}).".format(
-                        "all at once (`--burst`)" if r["burst"] else "at the connects' pace",
-                        "the server's idle timeout at {:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout "
-                            in r["server"] else " (its default)") if r["server_idle_timeout_s"] else
-                        "no idle timeout (`--timeout 0`)" + ("" if r.get("server_keepalive", True) else
-                                                             ", nor TCP keepalive (`--no-keepalive`)"),
-                        connected, f["connect_phase_s"], f["messages"] - f["connections"], f["connections"],
-                        "; of the rest, " + lost if lost != "none" else "",
-                        r["peak"]["tcp"]["mem"], r["tcp_mem"][1], r["tcp_mem"][2], rise(r, "TCPAbortOnMemory"),
-                        rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped"), max(r["worker_fds_most"]),
-                        r["descriptors"]))
+        lines.append("| {} | {} | {:.0f} s | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} pages |".format(
+            "{:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout " in r["server"] else " (its default)")
+            if r["server_idle_timeout_s"] else "none (`--timeout 0`)",
+            "on" if r.get("server_keepalive", True) else "off (`--no-keepalive`)", f["connect_phase_s"],
+            f["messages"] - f["connections"], f["connections"], kinds(r).get("reset", 0),
+            kinds(r).get("closed early", 0), rise(r, "TCPAbortOnTimeout"), rise(r, "TCPKeepAlive"),
+            rise(r, "softnet_dropped"), r["peak"]["tcp"]["mem"]))
+    said = []
+    if not any(rise(r, "TCPAbortOnMemory") for r in runs):
+        said.append("No run lost a connection to the kernel's TCP memory: TCPAbortOnMemory rose by 0 in each, though "
+                    "the TCP memory peaked at up to {:,} pages, past `net.ipv4.tcp_mem`'s most ({:,}).".format(
+                        max(r["peak"]["tcp"]["mem"] for r in runs), runs[0]["tcp_mem"][2]))
+    said.append("No worker held more than {:,} descriptors (its limit: {:,}).".format(
+        max(max(r["worker_fds_most"]) for r in runs), runs[0]["descriptors"]))
     # A connection's wait between its echoes: at most the connect phase, the idle hold and the echo phase.
     waited = lambda r: r["results"]["connect_phase_s"] + float(words[words.index("--idle") + 1]) + r["results"][
         "echo_phase_s"]
@@ -885,44 +882,35 @@ def million_values():
     untimed = [r for r in runs if not r["server_idle_timeout_s"]]
     if timed and untimed:
         closed = sum(kinds(r).get("closed early", 0) for r in untimed)
-        said.append("So the connections closed by the server were its idle timeout's: a connection's wait between "
-                    "its echoes could reach {} s (the connect phase, the hold and the echo phase), longer than its "
-                    "{:g} s; without it the server closed {}.".format(
+        said.append("The connections closed by the server were its idle timeout's: a connection's wait between its "
+                    "echoes could reach {} s (the connect phase, the hold and the echo phase), longer than its {:g} s; "
+                    "without it the server closed {}.".format(
                         listing("{:.0f}".format(waited(r)) for r in timed), timed[0]["server_idle_timeout_s"],
                         "{:,}".format(closed) if closed else "none"))
     reset = [r for r in runs if kinds(r).get("reset")]
-    if reset and all(rise(r, "TCPAbortOnTimeout") == kinds(r)["reset"] for r in reset):
-        said.append("Each reset was a connection the kernel aborted on a timeout: TCPAbortOnTimeout "
-                    "rose by as many in each run.")
-    elif reset:
-        said.append("The resets, and the connections the kernel aborted on a timeout meanwhile "
-                    "(TCPAbortOnTimeout), run by run: {}.".format(listing("{:,} against {:,}".format(
-                        kinds(r)["reset"], rise(r, "TCPAbortOnTimeout")) for r in reset)))
-    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"] and r.get("server_keepalive", True)]
+    if reset and all(rise(r, "TCPAbortOnTimeout") == kinds(r)["reset"] for r in reset if not r["server_idle_timeout_s"]):
+        said.append("Without the idle timeout, each reset was a connection the kernel aborted on a timeout, a "
+                    "retransmission's or keepalive's: TCPAbortOnTimeout rose by as many.")
+    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"] and r.get("server_keepalive", True)
+            and not r["server_idle_timeout_s"]]
+    bare = [r for r in runs if not r.get("server_keepalive", True)]
     if keep:
         source = (ROOT / "echo_reuseport.py").read_text()
         constant = lambda name: int(re.search(r"^{} = (\d+)".format(name), source, re.M).group(1))
-        said.append("Retransmitted segments (RetransSegs) rose by {} against {} aborts. The same "
-                    "counter counts the connections TCP keepalive gives up on, and echo_reuseport.py turns it on: a "
-                    "connection quiet {} s is probed up to {} times, {} s apart, and reset when none is answered; the "
-                    "kernel "
-                    "sent {} keepalive probes (TCPKeepAlive), and its input queues, where loopback's packets wait "
-                    "(`net.core.netdev_max_backlog`: {:,} a CPU), dropped {} packets. Lost probes, or lost answers, "
-                    "fit these resets; no counter here says which packets were dropped.{}".format(
+        said.append("echo_reuseport.py turns TCP keepalive on: a connection quiet {} s is probed up to {} times, {} s "
+                    "apart, and reset when none is answered. Without the idle timeout, retransmitted segments "
+                    "(RetransSegs) rose by {} against {} aborts, while the input queues, where loopback's packets "
+                    "wait (`net.core.netdev_max_backlog`: {:,} a CPU), dropped {} packets. Lost probes, or lost "
+                    "answers, fit these resets; no counter here says which packets were dropped.".format(
+                        constant("KEEPALIVE_IDLE"), constant("KEEPALIVE_COUNT"), constant("KEEPALIVE_INTERVAL"),
                         listing("{:,}".format(rise(r, "RetransSegs")) for r in keep),
                         listing("{:,}".format(rise(r, "TCPAbortOnTimeout")) for r in keep),
-                        constant("KEEPALIVE_IDLE"), constant("KEEPALIVE_COUNT"), constant("KEEPALIVE_INTERVAL"),
-                        listing("{:,}".format(rise(r, "TCPKeepAlive")) for r in keep),
-                        keep[0].get("netdev_max_backlog", 0),
-                        listing("{:,}".format(rise(r, "softnet_dropped")) for r in keep), "".join(
-                            " Without the server's keepalive (bench/million.py --no-keepalive: its setsockopt() "
-                            "ignores SO_KEEPALIVE), with the second echoes {}: {:,} reset, TCPAbortOnTimeout rose by "
-                            "{:,}, and the input queues dropped {:,} packets.".format(
-                                "at once" if r["burst"] else "paced", kinds(r).get("reset", 0),
-                                rise(r, "TCPAbortOnTimeout"), rise(r, "softnet_dropped")) + (
-                                " So the resets, and the dropped packets, came with the server's keepalive probes."
-                                if not kinds(r).get("reset") and not rise(r, "softnet_dropped") else "")
-                            for r in runs if not r.get("server_keepalive", True))))
+                        keep[0].get("netdev_max_backlog", 0), listing("{:,}".format(rise(r, "softnet_dropped"))
+                                                                      for r in keep)))
+        if bare and not any(kinds(r).get("reset") or rise(r, "softnet_dropped") for r in bare):
+            said.append("Without the server's keepalive (bench/million.py --no-keepalive: its setsockopt() ignores "
+                        "SO_KEEPALIVE), nothing was reset and no packet dropped: the resets came with the keepalive "
+                        "probes of a million connections on one 2-core machine holding both ends.")
     best = max(runs, key=lambda r: r["results"]["held_connections"])
     f = best["results"]
     said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "
@@ -930,7 +918,7 @@ def million_values():
                     f["held_connections"], held.mib_text(f["server_memory_held_kib"]),
                     held.kib_text(f["server_kib_per_held"]), held.mib_text(f["client_memory_kib"]),
                     f["kernel_slab_held_kib"] / (1 << 20)))
-    return {"held_million": " ".join(said)}
+    return {"held_million": "\n".join(lines + [""] + [" ".join(said)])}
 
 
 def held_table(servers, record):

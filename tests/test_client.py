@@ -460,52 +460,6 @@ def test_a_million_clients_are_asked_for_and_take_enough_source_addresses(client
     assert client_module.source_addresses(100000) == client_module.source_addresses(50)
 
 
-class FakeEngine:
-    """What ClosedLoop asks of its engine, the messages begun recorded."""
-    per_connection, open, connect_timeout = 1, 0, 1.0
-
-    def __init__(self):
-        self.begun = []
-
-    def begin(self, c, now):
-        self.begun.append(c)
-
-
-class NoBarrier:
-    def wait(self, timeout=None):
-        pass
-
-
-@pytest.mark.parametrize("burst", [False, True])
-def test_the_held_connections_second_echoes_begin_at_the_connects_pace(client_module, burst):
-    """After the idle hold, the second echoes begin at most a millisecond's catch-up of the pace per tick (a million
-    sends at once were reset, RESULTS.md), each once; with --burst, or without --idle, all at once as before."""
-    w = client_module.Workload(clients=100, connects=1, messages=2, hold=True, idle=0.0, connect_pace=1000.0,
-                               burst=burst)
-    engine = FakeEngine()
-    loop = client_module.ClosedLoop(engine, range(100), w, NoBarrier())
-    loop.held.update(range(100))  # 100 connections held (stand-ins: the fake engine only records them)
-    loop.release()
-    assert engine.begun == [] and len(loop.releasing) == 100, "release() begins none: tick() does"
-    per_tick, now = [], 1000.0
-    while loop.releasing and len(per_tick) < 1000:
-        before = len(engine.begun)
-        loop.tick(now)
-        per_tick.append(len(engine.begun) - before)
-        now += [0.0005, 0.01, 0.003][len(per_tick) % 3]  # ticks late and early, on a made-up clock
-    assert sorted(engine.begun) == list(range(100))
-    if burst:
-        assert per_tick == [100]
-    else:  # a pace of 1 ms: its due one, and at most 1 ms late caught up
-        assert max(per_tick) <= 2 and len(per_tick) > 40, per_tick
-    unpaced = client_module.ClosedLoop(FakeEngine(), range(100), client_module.Workload(
-        clients=100, connects=1, hold=True, connect_pace=1000.0), NoBarrier())
-    unpaced.held.update(range(100))
-    unpaced.release()
-    unpaced.tick(now)
-    assert len(unpaced.engine.begun) == 100, "held without --idle (c10k): every message begins at once, as before"
-
-
 # ---- TLS (--tls): hermetic, the test certificate alone is trusted (tests/tls/README)
 
 TLS = ["--tls", "--cafile", str(CERT)]
