@@ -2020,7 +2020,7 @@ def report(r, w, procs, cpu_not_measured=None):
             print("{:<10} {}".format("note", text))
 
 
-WIDTH = 100  # --all's terminal output fits this many columns; --json carries every figure
+WIDTH = 100  # the terminal text of --all and of a sweep fits this many columns; --json carries every figure
 # The terminal's columns, short titles for a closed-loop table's first figures.
 TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "msgs_per_server_cpu_spread": "+-", "server_cpu_s": "CPU s",
                     "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
