@@ -2026,7 +2026,7 @@ def report(r, w, procs, cpu_not_measured=None):
             print("{:<10} {}".format("note", text))
 
 
-WIDTH = 100  # --all's terminal output fits this many columns; --json carries every figure
+WIDTH = 100  # the terminal text of --all and of a sweep fits this many columns; --json carries every figure
 # The terminal's columns, short titles for a closed-loop table's first figures.
 TERMINAL_COLUMNS = {"msgs_per_server_cpu_s": "msgs/CPU-s", "msgs_per_server_cpu_spread": "+-", "server_cpu_s": "CPU s",
                     "msgs_per_s": "msgs/s", "p99_ms": "p99 ms"}
@@ -2034,10 +2034,10 @@ TERMINAL_KEY = ("msgs/CPU-s: messages per server CPU-second, +- half the measure
                 "server's CPU in a run; p99 ms: a message's round trip.")
 
 
-def terminal_text(tables, sweeps=(), skipped=None, without=()):
+def terminal_text(tables, sweeps=(), skipped=None, without=(), steps=False):
     """The --all results for a terminal, WIDTH columns at most: each closed-loop table's ranking with its
-    first figures, the sweeps' knees, the servers skipped, the rows uvloop would add (without). The full tables
-    are bench/draw.py's, from --json."""
+    first figures, the sweeps' knees (and their steps: steps_text()), the servers skipped, the rows uvloop would add
+    (without). The full tables are bench/draw.py's, from --json."""
     lines = wrapped("Measured by `{}` on {}.".format(shlex.join(["python3", "client.py"] + sys.argv[1:]),
                                                        machine())) + [""]
     for table in tables:
@@ -2067,6 +2067,8 @@ def terminal_text(tables, sweeps=(), skipped=None, without=()):
         for place, s, at_knee in ranked_knees(sweeps):
             lines.append("{:>4}  {:<{}}  {:>14}  {:>14}".format(place, s["server"], width, knee_text(s),
                                                                 ms_text(at_knee.p99_ms) if at_knee else "-")[:WIDTH])
+        for s in sweeps if steps else ():
+            lines += steps_text(s)
         lines.append("")
     if skipped:
         lines += ["Skipped, as they cannot run here:"] + [line for name, why in sorted(skipped.items())
@@ -2079,22 +2081,31 @@ def terminal_text(tables, sweeps=(), skipped=None, without=()):
                                             "them as Markdown and SVG).") + more)
 
 
+STEP_COLUMNS = ("offered_rate", "achieved_rate", "reply_rate", "p99_ms", "errors")  # a single sweep's, for a terminal
+
+
+def steps_text(s):
+    """A sweep's steps for a terminal: a line each with STEP_COLUMNS' figures, then why it stopped where it did, and
+    the local ports the client ran out of."""
+    figures = dict(figures_of(Step))
+    rows = [[column(figures[name]) for name in STEP_COLUMNS]] + [
+        [cell(figures[name], getattr(step, name)) for name in STEP_COLUMNS] for step in s["steps"]]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(STEP_COLUMNS))]
+    lines = [""] + ["  ".join(text.rjust(width) for text, width in zip(row, widths)) for row in rows]
+    if s["stopped_early"]:  # the client's limit, or the server's (client_limited() goes with stopped_early)
+        lines += wrapped("Stopped after {}/s: {}.".format(rate_text(s["steps"][-1].offered_rate), (
+            "the client could not keep its schedule two steps in a row, so higher rates were not offered; the "
+            "server's knee may lie higher") if s["client_limited"] else "two steps in a row were past the limit"))
+    exhausted = sum(step.client_ports_exhausted for step in s["steps"])
+    if exhausted:
+        lines += wrapped("The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
+                         "counted against the server.".format(exhausted))
+    return lines
+
+
 def wrapped(text, indent=""):
     """text as lines of WIDTH columns at most."""
     return textwrap.wrap(text, WIDTH, subsequent_indent=indent, break_on_hyphens=False) or [""]
-
-
-def table_lines(records, first=()):
-    """Records as a Markdown table: a column per table figure that any of them carries, after the
-    leading columns first ([(title, function of a record)])."""
-    carried = {name for r in records for name, _, _ in shown(r, table=True)}
-    columns = [(name, m) for name, m in figures_of(type(records[0])) if name in carried] if records else []
-    lines = ["| " + " | ".join([title for title, _ in first] + [column(m) for _, m in columns]) + " |",
-             "|" + "---|" * len(first) + "---:|" * len(columns)]
-    for r in records:
-        lines.append("| " + " | ".join([get(r) for _, get in first] + [cell(m, getattr(r, name))
-                                                                      for name, m in columns]) + " |")
-    return lines + [""]
 
 
 def table_heading(table):
@@ -2125,29 +2136,6 @@ def knee_text(s, unit=""):
     return rate_text(s["knee"]) + unit + (" or more" if s["knee_at_top"] else "")
 
 
-def sweep_markdown(server, sweep):
-    """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
-    heading = "knee {} connections/s{}".format(rate_text(sweep["knee"]), ", the highest rate offered: its limit lies "
-                                               "higher" if sweep["knee_at_top"] else "") if sweep["knee"] is not None \
-        else "failed" if sweep["failed"] and not sweep["steps"] else "no knee (no step met the rule)"
-    lines = ["#### {}: {}".format(server, heading), ""] + (["Failed: {}.".format(sweep["failed"]), ""]
-                                                          if sweep["failed"] else [])
-    if not sweep["steps"]:
-        return lines
-    lines += table_lines(sweep["steps"])
-    last = rate_text(sweep["steps"][-1].offered_rate)
-    if sweep["client_limited"]:
-        lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "
-                  "were not offered; the server's knee may lie higher.".format(last), ""]
-    elif sweep["stopped_early"]:
-        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(last), ""]
-    exhausted = sum(step.client_ports_exhausted for step in sweep["steps"])
-    if exhausted:
-        lines += ["The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
-                  "counted against the server.".format(exhausted), ""]
-    return lines
-
-
 def cpu_model():
     """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too), else
     the platform's."""
@@ -2171,9 +2159,8 @@ def machine():
 # ---------------------------------------------------------------- what bench/ uses
 
 # All that bench/draw.py and bench/regenerate.py use of client.py, each in CLIENT.md (tests/test_regenerate.py checks).
-API = ("Workload", "Run", "Step", "figures_of", "cell", "table_lines", "table_heading", "sweep_markdown",
-       "ranked_knees", "rates_text", "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY",
-       "machine", "meets")
+API = ("Workload", "Run", "Step", "figures_of", "cell", "column", "table_heading", "ranked_knees", "rates_text",
+       "knee_text", "knee_rule_text", "error_share", "skipped_text", "SYN_RETRY", "machine", "meets")
 
 
 # ---------------------------------------------------------------- command line
@@ -2407,10 +2394,10 @@ def one_server(args, local):
     """--port: one run in closed loop, one rate in open loop, or a sweep of rates; the exit status says if it failed.
     local: whether args.host is this machine (is_local()), so that its server's CPU can be read."""
     if args.rate is not None and args.rate.sweep:
-        name = "{}:{}".format(args.host, args.port)
-        result = sweep(args.host, args.port, args.rate.values, open_workload(args), args.procs, name)
-        print(to_json(result) if args.json else "\n".join(sweep_markdown(name, result) +
-                                                          [knee_rule_text().capitalize() + "."]))
+        name, w = "{}:{}".format(args.host, args.port), open_workload(args)
+        result = sweep(args.host, args.port, args.rate.values, w, args.procs, name)
+        print(to_json(result) if args.json else terminal_text([], [dict(result, scenario=name, rates=args.rate.values,
+                                                                         workload=w)], steps=True))
         return 0 if not result["failed"] else 1
     w = workload(args) if args.rate is None else dataclasses.replace(open_workload(args), rate=args.rate.values[0])
     pid, why = listening_server(args.port) if local else (None, "the server is not on this machine")

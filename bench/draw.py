@@ -91,15 +91,14 @@ def table_markdown(table):
                   "whole run {:g} s.".format(w.connecting, w.connect_pace, client.SYN_RETRY, w.connect_timeout,
                                              w.timeout, w.budget), ""]
     good = [r for r in table["rows"] if not r.failed]
-    lines += client.table_lines(good, [("rank", lambda r: str(good.index(r) + 1)),
-                                       ("server", lambda r: r.server)])[:-1]
+    lines += table_lines(good, [("rank", lambda r: str(good.index(r) + 1)),
+                                ("server", lambda r: r.server)])[:-1]
     lines += ["| - | {} | failed: {} |".format(r.server, r.failed) for r in table["rows"] if r.failed]
     return lines + [""]
 
 
 def sweeps_markdown(sweeps):
-    """The open-loop sweeps: the knees ranked, then each server's steps (client.py's sweep_markdown(), which a
-    single server's sweep prints)."""
+    """The open-loop sweeps: the knees ranked, then each server's steps (sweep_markdown())."""
     if not sweeps:
         return []
     w, rates = sweeps[0]["workload"], sweeps[0]["rates"]
@@ -119,8 +118,46 @@ def sweeps_markdown(sweeps):
             figure_text("errors", top.errors)))
     lines.append("")
     for s in sweeps:
-        lines += client.sweep_markdown(s["server"], s)
+        lines += sweep_markdown(s["server"], s)
     return lines
+
+
+def sweep_markdown(server, sweep):
+    """One server's sweep as Markdown lines: a heading that names its knee, then one row per step."""
+    heading = "knee {} connections/s{}".format(figure_text("offered_rate", sweep["knee"]), ", the highest rate "
+                                               "offered: its limit lies higher" if sweep["knee_at_top"] else "") \
+        if sweep["knee"] is not None else "failed" if sweep["failed"] and not sweep["steps"] else \
+        "no knee (no step met the rule)"
+    lines = ["#### {}: {}".format(server, heading), ""] + (["Failed: {}.".format(sweep["failed"]), ""]
+                                                          if sweep["failed"] else [])
+    if not sweep["steps"]:
+        return lines
+    lines += table_lines(sweep["steps"])
+    last = figure_text("offered_rate", sweep["steps"][-1].offered_rate)
+    if sweep["client_limited"]:
+        lines += ["Stopped after {}/s: the client could not keep its schedule two steps in a row, so higher rates "
+                  "were not offered; the server's knee may lie higher.".format(last), ""]
+    elif sweep["stopped_early"]:
+        lines += ["Stopped after {}/s: two steps in a row were past the limit.".format(last), ""]
+    exhausted = sum(step.client_ports_exhausted for step in sweep["steps"])
+    if exhausted:
+        lines += ["The client ran out of local ports (EADDRNOTAVAIL) {:,} times; those connections are not "
+                  "counted against the server.".format(exhausted), ""]
+    return lines
+
+
+def table_lines(records, first=()):
+    """client.py's records (Runs or Steps) as a Markdown table: a column per table figure that any of them
+    carries (a figure that applies only sometimes, where one has it), after the leading columns first ([(title,
+    function of a record)])."""
+    columns = [(name, m) for name, m in client.figures_of(type(records[0])) if m["table"] and any(
+        not m["when"] or getattr(r, name) is not None for r in records)] if records else []
+    lines = ["| " + " | ".join([title for title, _ in first] + [client.column(m) for _, m in columns]) + " |",
+             "|" + "---|" * len(first) + "---:|" * len(columns)]
+    for r in records:
+        lines.append("| " + " | ".join([get(r) for _, get in first] + [client.cell(m, getattr(r, name))
+                                                                      for name, m in columns]) + " |")
+    return lines + [""]
 
 
 # ---- SVG: each chart is (width, height, [SVG elements]); chart() stacks them into one document

@@ -619,6 +619,25 @@ def test_all_fits_a_terminal_of_100_columns(client_module):
     assert max(len(line) for line in markdown.splitlines()) > 100  # the full table is the Markdown's
 
 
+def test_a_single_sweep_says_why_it_stopped_in_a_terminals_width(client_module):
+    """A single server's sweep (--rate A:B:STEP without --json): a line per step, then why it stopped early, the
+    client's limit or the server's, and the local ports the client ran out of; 100 columns at most."""
+    c = client_module
+    steps = [c.Step(offered_rate=rate, achieved_rate=rate, reply_rate=rate / 2, p99_ms=250.0, errors=0,
+                    client_ports_exhausted=1200) for rate in (1000, 2000)]
+    sweep = dict(c.no_sweep("127.0.0.1:7777"), steps=steps, stopped_early=True, scenario="127.0.0.1:7777",
+                 rates=[1000, 2000, 3000], workload=c.Workload(duration=1.0))
+    for limited, why in ((False, "Stopped after 2,000/s: two steps in a row were past the limit."),
+                         (True, "Stopped after 2,000/s: the client could not keep its schedule two steps in a row, so "
+                                "higher rates were not offered; the server's knee may lie higher.")):
+        text = c.terminal_text([], [dict(sweep, client_limited=limited)], steps=True)
+        assert max(len(line) for line in text.splitlines()) <= 100, text
+        said = " ".join(text.split())
+        assert why in said and "out of local ports (EADDRNOTAVAIL) 2,400 times" in said, text
+        assert "1,000 1,000 500 250 0" in said and "2,000 2,000 1,000 250 0" in said and "none" in said, text
+    assert "offered/s" not in c.terminal_text([], [sweep])  # --all's sweeps: their knees; the steps are --json's
+
+
 def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module):
     """--all alone runs article-100, the scenario of the README's chart (results.svg); a load shape given
     (even the default's own numbers) runs as "custom"."""

@@ -142,6 +142,26 @@ def test_sweep_names_a_knee_at_the_servers_capacity(one_at_a_time):
 
 
 @pytest.mark.slow
+def test_a_single_sweep_prints_text_for_a_terminal(echo_server):
+    """Without --json, a single server's sweep is text, not Markdown: its knee as --all words a sweep's, a line per
+    step (offered, started, replies, p99, errors), and where its every figure is."""
+    port = str(echo_server())
+    result = client("--port", port, "--rate", "20:40:20", "--duration", "0.5")
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= 100 and not any(line.startswith(("|", "#")) for line in lines)
+    said = " ".join(result.stdout.split())  # as wrapped at 100 columns
+    assert "open loop, 20 to 40 in steps of 20 connections/s, 0.5 s each; the knee is the highest" in said
+    knee = next(line.split() for line in lines if line.split()[:1] == ["1"])  # its rank, its server, its knee
+    assert knee[1:3] == ["127.0.0.1:" + port, "40"], result.stdout
+    head = lines.index(next(line for line in lines if line.split()[:1] == ["offered/s"]))
+    assert lines[head].split() == ["offered/s", "started/s", "replies/s", "response", "p99", "ms", "errors"]
+    assert [line.split()[0] for line in lines[head + 1:head + 3]] == ["20", "40"]
+    assert all(line.split()[-1] == "0" for line in lines[head + 1:head + 3]), result.stdout  # no error
+    assert "--json (bench/draw.py writes them as Markdown and SVG)" in said
+
+
+@pytest.mark.slow
 def test_a_stall_shows_in_p99_because_latency_counts_from_the_schedule(one_at_a_time):
     """Coordinated omission: while the server is silent, connections keep being
     scheduled; each waits until the stall ends, and that wait is its response time."""
