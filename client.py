@@ -2092,6 +2092,7 @@ def steps_text(s):
         [cell(figures[name], getattr(step, name)) for name in STEP_COLUMNS] for step in s["steps"]]
     widths = [max(len(row[i]) for row in rows) for i in range(len(STEP_COLUMNS))]
     lines = [""] + ["  ".join(text.rjust(width) for text, width in zip(row, widths)) for row in rows]
+    lines += wrapped("Failed: {}.".format(s["failed"])) if s["failed"] else []
     if s["stopped_early"]:  # the client's limit, or the server's (client_limited() goes with stopped_early)
         lines += wrapped("Stopped after {}/s: {}.".format(rate_text(s["steps"][-1].offered_rate), (
             "the client could not keep its schedule two steps in a row, so higher rates were not offered; the "

@@ -636,6 +636,8 @@ def test_a_single_sweep_says_why_it_stopped_in_a_terminals_width(client_module):
         assert why in said and "out of local ports (EADDRNOTAVAIL) 2,400 times" in said, text
         assert "1,000 1,000 500 250 0" in said and "2,000 2,000 1,000 250 0" in said and "none" in said, text
     assert "offered/s" not in c.terminal_text([], [sweep])  # --all's sweeps: their knees; the steps are --json's
+    failed = " ".join(c.terminal_text([], [dict(sweep, failed="cannot connect: refused")], steps=True).split())
+    assert "Failed: cannot connect: refused." in failed, failed
 
 
 def test_all_without_a_scenario_runs_the_readme_charts_and_says_so(client_module):
