@@ -3,7 +3,7 @@
 after the idle hold (all at once), and what the kernel says.
 
     flock /tmp/bench.lock python3 bench/million.py [--clients N] [--workers W] [--server-timeout S]
-        [--no-keepalive] [--out FILE]
+        [--no-keepalive] [--netdev-max-backlog N] [--out FILE]
 
 client.py holds the connections (`--clients N --connects 1 --messages 2 --hold --idle 3`, with enough --procs that
 each process's share fits under the descriptor limit) and reads the server's memory. Meanwhile this reads, every
@@ -119,10 +119,23 @@ def main():
     parser.add_argument("--workers", type=int, default=67)
     parser.add_argument("--server-timeout", type=float, help="the server's --timeout (default: its own)")
     parser.add_argument("--no-keepalive", action="store_true", help="the server without TCP keepalive (NO_KEEPALIVE)")
+    parser.add_argument("--netdev-max-backlog", type=int, metavar="N", help="net.core.netdev_max_backlog for the run "
+                        "(root; put back after): the packets loopback's input queue holds a CPU")
     parser.add_argument("--idle", type=float, default=3.0)
     parser.add_argument("--wait", type=float, default=1200, help="seconds client.py may take (default: %(default)s)")
     parser.add_argument("--out", metavar="FILE", help="add the record to this file's list (JSON)")
     args = parser.parse_args()
+    backlog = Path("/proc/sys/net/core/netdev_max_backlog")
+    kept_backlog = backlog.read_text()
+    if args.netdev_max_backlog:
+        backlog.write_text(str(args.netdev_max_backlog))
+    try:
+        return measure(args)
+    finally:
+        backlog.write_text(kept_backlog)
+
+
+def measure(args):
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     procs = max(2, math.ceil(args.clients / (SHARE * hard)))
     flags = ["--workers", str(args.workers)] + (

@@ -120,10 +120,12 @@ PARTS = {
     "held": ("json", "held-10k on every server, then 1,000, the most one process holds, or c100k (about 15 min)",
              [[sys.executable, "bench/held.py", "--json"]]),
     # A million held connections on echo_reuseport.py --workers 67 (bench/million.py): with the server's own idle
-    # timeout (the run), then without it, then without it and without the server's TCP keepalive.
-    "million": ("json", "a million held connections, three runs (about 12 min)",
+    # timeout (the run), then without it, then without it and without the server's TCP keepalive, then with
+    # keepalive and loopback's input queue 100 times longer (root).
+    "million": ("json", "a million held connections, four runs (about 15 min)",
                 [[sys.executable, "bench/million.py", *flags] for flags in (
-                    [], ["--server-timeout", "0"], ["--server-timeout", "0", "--no-keepalive"])]),
+                    [], ["--server-timeout", "0"], ["--server-timeout", "0", "--no-keepalive"],
+                    ["--server-timeout", "0", "--netdev-max-backlog", "100000"])]),
     "pythons": ("json", "the same servers on other Pythons (about 3 min)",
                 [[sys.executable, "bench/python_versions.py", "--rounds", "3", "--messages", "200000", "--json",
                   *pythons()]]),
@@ -855,15 +857,16 @@ def million_values():
              "at once. The kernel's counters are each run's rise (/proc/net/netstat, softnet_stat).".format(
                  len(runs), runs[0]["server"].split(" --timeout")[0], runs[0]["clients"],
                  " ".join(words[words.index("--clients"):words.index("--procs")])), "",
-             "| server's idle timeout | TCP keepalive | connected in | echoed once | echoed twice | reset | closed by "
-             "the server | aborted on a timeout | keepalive probes | packets dropped | TCP memory at its peak |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| server's idle timeout | TCP keepalive | input queue, packets a CPU | connected in | echoed once | echoed twice | "
+             "reset | closed by the server | aborted on a timeout | keepalive probes | packets dropped | TCP memory "
+             "at its peak |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in runs:
         f = r["results"]
-        lines.append("| {} | {} | {:.0f} s | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} pages |".format(
-            "{:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout " in r["server"] else " (its default)")
-            if r["server_idle_timeout_s"] else "none (`--timeout 0`)",
-            "on" if r.get("server_keepalive", True) else "off (`--no-keepalive`)", f["connect_phase_s"],
+        lines.append("| {} | {} | {:,} | {:.0f} s | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} pages "
+                     "|".format("{:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout " in r["server"] else
+                                                  " (its default)") if r["server_idle_timeout_s"] else
+                                "none (`--timeout 0`)", "on" if r.get("server_keepalive", True) else
+                                "off (`--no-keepalive`)", r["netdev_max_backlog"], f["connect_phase_s"],
             f["messages"] - f["connections"], f["connections"], kinds(r).get("reset", 0),
             kinds(r).get("closed early", 0), rise(r, "TCPAbortOnTimeout"), rise(r, "TCPKeepAlive"),
             rise(r, "softnet_dropped"), r["peak"]["tcp"]["mem"]))
@@ -907,10 +910,19 @@ def million_values():
                         listing("{:,}".format(rise(r, "TCPAbortOnTimeout")) for r in keep),
                         keep[0].get("netdev_max_backlog", 0), listing("{:,}".format(rise(r, "softnet_dropped"))
                                                                       for r in keep)))
-        if bare and not any(kinds(r).get("reset") or rise(r, "softnet_dropped") for r in bare):
+        clean = lambda rs: rs and not any(kinds(r).get("reset") or rise(r, "softnet_dropped") for r in rs)
+        longer = [r for r in runs if r.get("server_keepalive", True) and r["netdev_max_backlog"] > keep[0].get(
+            "netdev_max_backlog", 0)]
+        if clean(bare):
             said.append("Without the server's keepalive (bench/million.py --no-keepalive: its setsockopt() ignores "
-                        "SO_KEEPALIVE), nothing was reset and no packet dropped: the resets came with the keepalive "
-                        "probes of a million connections on one 2-core machine holding both ends.")
+                        "SO_KEEPALIVE), nothing was reset and no packet dropped.")
+        if clean(longer):
+            said.append("With keepalive on and the input queues {:,} packets a CPU (bench/million.py "
+                        "--netdev-max-backlog, as root), nothing was reset and no packet dropped either, though the "
+                        "kernel sent {} keepalive probes: the resets were probes, or their answers, dropped in the "
+                        "input queue of one 2-core machine that holds both ends of a million connections.".format(
+                            longer[0]["netdev_max_backlog"], listing("{:,}".format(rise(r, "TCPKeepAlive"))
+                                                                    for r in longer)))
     best = max(runs, key=lambda r: r["results"]["held_connections"])
     f = best["results"]
     said.append("Held ({:,} at once), the server took {} MiB ({} KiB a connection), client.py {} MiB, and the "
