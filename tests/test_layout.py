@@ -45,7 +45,7 @@ SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "s
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "wakeup_pipe",
           "wait_ready",
-          "stop_children"]
+          "take_signal", "stop_children"]
 EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 11]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
@@ -189,10 +189,10 @@ DIFF_BUDGET_EXCEPTIONS = {
                                    "tls_listener(), tls_context() and the --cert/--key flags with their error lines; "
                                    "the port line after the certificate, which file failed to load in words, and close_notify()'s silent "
                                    "half-close for a peer that reset the connection (issue 49: 12 lines)"),
-    "echo_reuseport.py": (207, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+    "echo_reuseport.py": (217, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
-    "echo_selectors_process.py": (251, "joins the selector loop and the pool (fork_worker, finished_children, "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, where stop_children() had its own and run_workers() a SIGALRM to retry a failed fork (10 lines more)"),
+    "echo_selectors_process.py": (262, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
@@ -200,18 +200,18 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "(selector_has_room(): 8 lines), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 7 lines); issue 48: "
                                        "stop_children() waits in sigtimedwait(), or where there is none (macOS) looks "
-                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
-    "echo_fork.py": (126, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
+                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more)"),
+    "echo_fork.py": (137, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: about 50 lines below the banner, first needed "
                           "here) and a child's (take_child_signals(), and stop_child(), which notes its parent's SIGTERM "
                           "once). Issue 48: 156 before; the child reads the note with echo_simple.py's stop_noted() and "
                           "within_grace(), the parent in wait_for_client() and stop_children(), so stop_accepting(), the "
-                          "child's SIGALRM and echo_simple.py's stop_server(), cut() and after_grace() go"),
-    "echo_prefork.py": (102, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+                          "child's SIGALRM and echo_simple.py's stop_server(), cut() and after_grace() go; take_signal(), the parents' one wait for a blocked signal, bounded (stop_children()'s sigtimedwait() with macOS's fallback, moved there, and run_workers()' retry of a failed fork, where SIGALRM ended its sigwait(): 11 lines more)"),
+    "echo_prefork.py": (101, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "28 lines); the parent waits in sigwait(), so echo_fork.py's accept loop leaves the parent. Issue 48: "
                              "134 before, when echo_fork.py's take_stop_signals(), stop_accepting() and "
-                             "release_stop_signals() went from here (30 lines); both files read the note now"),
+                             "release_stop_signals() went from here (30 lines); both files read the note now; run_workers() retries a failed fork in take_signal()'s bounded wait, where SIGALRM ended its sigwait() (1 fewer)"),
     "echo_asyncio.py": (359, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "

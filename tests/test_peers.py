@@ -280,7 +280,7 @@ def test_a_sigterm_to_the_whole_group_stops_as_one_to_the_parent_does(script, st
     assert group_gone(server.pid), "a process was left behind"
 
 
-# macOS has no signal.sigtimedwait(): there stop_children() looks at the signals pending every 10 ms instead.
+# macOS has no signal.sigtimedwait(): there take_signal() looks at the signals pending every 10 ms instead.
 # The prelude takes it away, so that this path is run where the tests run.
 WITHOUT_SIGTIMEDWAIT = """
 import signal
