@@ -88,6 +88,7 @@ def fork_worker(serve, *args):
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
     returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: a worker's end is heard
     # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
@@ -123,7 +124,6 @@ def run_workers(serve, jobs):
     one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
     and takes them in take_signal(): no handler has to run, so none can be missed."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
     waiting = list(jobs)
     while True:
         while waiting and fork_worker(serve, *waiting[-1]):

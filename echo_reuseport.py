@@ -432,6 +432,7 @@ def fork_worker(serve, *args):
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
     returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: a worker's end is heard
     # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
@@ -483,7 +484,6 @@ def run_workers(serve, jobs):
     one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
     and takes them in take_signal(): no handler has to run, so none can be missed."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
     waiting = list(jobs)
     while True:
         while waiting and fork_worker(serve, *waiting[-1]):
@@ -499,14 +499,12 @@ def run_workers(serve, jobs):
 def signal_pipe():
     """A socket that receives a byte (the signal's number) for each signal that has a handler, so
     a loop waiting in select() wakes for it, even one that came just before the wait: the stop
-    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
-    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    signals (start_listening()'s handler notes them), and SIGCHLD where fork_worker() catches it. The C-level
+    handler writes it (signal.set_wakeup_fd). A socket pair: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
     signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
     atexit.register(read_end.close)
-    if hasattr(signal, "SIGCHLD"):
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
     return read_end
 
 

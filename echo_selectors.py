@@ -425,14 +425,12 @@ def print_port_line(server_sock):
 def signal_pipe():
     """A socket that receives a byte (the signal's number) for each signal that has a handler, so
     a loop waiting in select() wakes for it, even one that came just before the wait: the stop
-    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
-    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    signals (start_listening()'s handler notes them), and SIGCHLD where fork_worker() catches it. The C-level
+    handler writes it (signal.set_wakeup_fd). A socket pair: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
     signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
     atexit.register(read_end.close)
-    if hasattr(signal, "SIGCHLD"):
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
     return read_end
 
 

@@ -176,13 +176,13 @@ DIFF_BUDGET_EXCEPTIONS = {
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
                                 "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
                                 "there (the stop's read and drop: 8 lines); a done callback wakes the loop (done_in_pool(), issue 48: the stop waits for the callbacks in the loop, where pool.shutdown() waited unwoken)"),
-    "echo_selectors.py": (335, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_selectors.py": (333, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
                                "below the banner, the selectors loops' helpers (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
                                "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
-                               "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines): this family reads the handler's note in first_stop_signal() and ends the grace in SelectorDeadlines, and its signal pipe only wakes the loop"),
+                               "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines): this family reads the handler's note in first_stop_signal() and ends the grace in SelectorDeadlines, and its signal pipe only wakes the loop; signal_pipe() no longer catches SIGCHLD, which this file never forks for (2 fewer)"),
     "echo_selectors_tls.py": (130, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
@@ -192,7 +192,7 @@ DIFF_BUDGET_EXCEPTIONS = {
     "echo_reuseport.py": (217, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, where stop_children() had its own and run_workers() a SIGALRM to retry a failed fork (10 lines more)"),
-    "echo_selectors_process.py": (262, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (263, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
@@ -200,7 +200,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "(selector_has_room(): 8 lines), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 7 lines); issue 48: "
                                        "stop_children() waits in sigtimedwait(), or where there is none (macOS) looks "
-                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more)"),
+                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more); fork_worker() catches SIGCHLD, for the parents' wait and the acceptor's wake-up, where run_workers() and signal_pipe() did (1 more)"),
     "echo_fork.py": (137, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: about 50 lines below the banner, first needed "
                           "here) and a child's (take_child_signals(), and stop_child(), which notes its parent's SIGTERM "
