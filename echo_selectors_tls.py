@@ -499,8 +499,10 @@ def signal_pipe():
     handler writes it (signal.set_wakeup_fd). A socket pair: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    signal.set_wakeup_fd(write_end.detach())
     atexit.register(read_end.close)
+    # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+    atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     return read_end
 
 
