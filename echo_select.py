@@ -400,10 +400,7 @@ def main():
     server_sock = start_listening(argument_parser().parse_args())
     print_port_line(server_sock)
     with server_sock:
-        try:
-            accept_loop(server_sock)
-        except KeyboardInterrupt:
-            log("Shutdown")
+        accept_loop(server_sock)
 
 
 if __name__ == "__main__":

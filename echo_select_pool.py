@@ -471,10 +471,7 @@ def main():
     waker_r, waker_w = socket.socketpair()  # made here, so that an exit before it leaves none open
     waker_w.setblocking(False)
     with server_sock, waker_r, waker_w:
-        try:
-            accept_loop(server_sock, args.workers)
-        except KeyboardInterrupt:
-            log("Shutdown")
+        accept_loop(server_sock, args.workers)
 
 
 if __name__ == "__main__":

@@ -514,13 +514,9 @@ def main():
     if not (args.cert and args.key):
         parser.error(NO_CERT)
     server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
-    with server_sock:
-        try:
-            with tls_listener(server_sock, args.cert, args.key) as server_sock:  # a stop may come as it loads
-                print_port_line(server_sock)
-                accept_loop(server_sock)
-        except KeyboardInterrupt:
-            log("Shutdown")
+    with server_sock, tls_listener(server_sock, args.cert, args.key) as server_sock:
+        print_port_line(server_sock)
+        accept_loop(server_sock)
 
 
 if __name__ == "__main__":

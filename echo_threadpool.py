@@ -476,10 +476,7 @@ def main():
     waker_w.setblocking(False)
     # Leaving waits for the pool (nothing is left in it), then closes the waker, then the server.
     with server_sock, waker_r, waker_w, pool:
-        try:
-            accept_loop(server_sock, pool)
-        except KeyboardInterrupt:
-            log("Shutdown")
+        accept_loop(server_sock, pool)
 
 
 if __name__ == "__main__":

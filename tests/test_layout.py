@@ -157,7 +157,7 @@ LESSON_CALLS = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (246, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
+    "echo_select.py": (249, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
                             "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -165,7 +165,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "(take_stop_signals() to cut(), 88 lines). Issue 43's move: 304 before; each file's "
                             "helpers below its banner, and echo_simple.py's lesson calling accept(), recv_into() and "
                             "send() itself, the waits in helpers that pair with none of this file's lines: 2 more "
-                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays. Issue 48's blocking family: 297 before; echo_simple.py reads the note with this file's stop_noted() (and `stopping`, `grace_end`), and its stop_server(), cut() and after_grace() are gone; it ends its grace by its waits' timeouts too, but through until_grace_end(), as it closes its clients itself (within_grace() exits, and the kernel would reset a client still queued)"),
+                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays. Issue 48's blocking family: 297 before; echo_simple.py reads the note with this file's stop_noted() (and `stopping`, `grace_end`), and its stop_server(), cut() and after_grace() are gone; it ends its grace by its waits' timeouts too, but through until_grace_end(), as it closes its clients itself (within_grace() exits, and the kernel would reset a client still queued); its main() has no `except KeyboardInterrupt`, which nothing raises in a select loop now, where echo_simple.py's wait_for_client() still does (3 lines)"),
     "echo_select_pool.py": (146, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
@@ -183,16 +183,16 @@ DIFF_BUDGET_EXCEPTIONS = {
                                "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
                                "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines): this family reads the handler's note in first_stop_signal() and ends the grace in SelectorDeadlines, and its signal pipe only wakes the loop; signal_pipe() no longer catches SIGCHLD, which this file never forks for (2 fewer); signal_pipe() and echo_epoll.py's wakeup_pipe(), which goes, both set the wake-up fd back first at exit (2 lines each)"),
-    "echo_selectors_tls.py": (130, "TLS touches every handler: the handshake and its deadline in the loop, the "
+    "echo_selectors_tls.py": (129, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
                                    "tls_listener(), tls_context() and the --cert/--key flags with their error lines; "
                                    "the port line after the certificate, which file failed to load in words, and close_notify()'s silent "
-                                   "half-close for a peer that reset the connection (issue 49: 12 lines)"),
+                                   "half-close for a peer that reset the connection (issue 49: 12 lines); main()'s dead `except KeyboardInterrupt` goes, as in echo_selectors.py, and the two with blocks become one (1 fewer)"),
     "echo_reuseport.py": (217, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
                                "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, where stop_children() had its own and run_workers() a SIGALRM to retry a failed fork (10 lines more)"),
-    "echo_selectors_process.py": (263, "joins the selector loop and the pool (fork_worker, finished_children, "
+    "echo_selectors_process.py": (264, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
@@ -200,7 +200,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "(selector_has_room(): 8 lines), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 7 lines); issue 48: "
                                        "stop_children() waits in sigtimedwait(), or where there is none (macOS) looks "
-                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more); fork_worker() catches SIGCHLD, for the parents' wait and the acceptor's wake-up, where run_workers() and signal_pipe() did (1 more)"),
+                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more); fork_worker() catches SIGCHLD, for the parents' wait and the acceptor's wake-up, where run_workers() and signal_pipe() did (1 more); its main() keeps the `except KeyboardInterrupt` (interrupt_on_stop_signal()) that echo_selectors.py's, dead, lost (1 more)"),
     "echo_fork.py": (137, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: about 50 lines below the banner, first needed "
                           "here) and a child's (take_child_signals(), and stop_child(), which notes its parent's SIGTERM "
