@@ -15,6 +15,7 @@ import atexit
 import collections
 import contextlib
 import errno
+import itertools
 import math
 import os
 import select
@@ -176,11 +177,8 @@ class Deadlines(collections.OrderedDict):
         the loop to close. The oldest come first, so no wake-up scans them all."""
         if self.due > now:
             return ()
-        idle, expired = TIMEOUT or math.inf, []
-        for fd, last in self.items():
-            if last + idle > now:
-                break
-            expired.append(fd)
+        idle = TIMEOUT or math.inf
+        expired = [fd for fd, last in itertools.takewhile(lambda item: item[1] + idle <= now, self.items())]
         for fd in expired:
             log("[FD:{}]Timeout", fd)
             del self[fd]

@@ -15,6 +15,7 @@ import atexit
 import collections
 import contextlib
 import errno
+import itertools
 import math
 import os
 import select
@@ -190,11 +191,7 @@ class SelectorDeadlines(collections.OrderedDict):
             return
         idle = self.limit if now < self.grace_end else 0
         # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-        expired = []
-        for fd, last in self.items():
-            if last + idle > now:
-                break
-            expired.append(fd)
+        expired = [fd for fd, last in itertools.takewhile(lambda item: item[1] + idle <= now, self.items())]
         for fd in expired:
             key = self.selector.get_key(fd)
             # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
