@@ -107,9 +107,9 @@ wakeup_sock = None  # the socket a signal writes a byte to (wakeup_pipe()): ever
 KEEPALIVE_IDLE = 60  # keep_alive(): seconds quiet before the first probe,
 KEEPALIVE_INTERVAL = 15  # seconds between probes,
 KEEPALIVE_COUNT = 4  # probes unanswered before the peer is dropped
-# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler
+# What a parent waits for: it blocks these and takes them in take_signal(), never in a handler
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
-PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
+PARENT_SIGNALS = STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ())
 children = {}  # pid of each child -> the arguments it was started with
 
 
@@ -372,9 +372,11 @@ def wakeup_pipe():
     read_end, write_end = socket.socketpair()
     read_end.setblocking(False)  # whoever waits on it empties it, never waiting
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    parents = signal.set_wakeup_fd(write_end.detach())
     if wakeup_sock is None:
         atexit.register(lambda: wakeup_sock.close())
+        # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+        atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     else:
         wakeup_sock.close()
         socket.close(parents)
@@ -400,11 +402,27 @@ def wait_ready(sock, timeout=None, write=False):
     return sock.fileno() in ready if ready else None
 
 
+def take_signal(timeout=None):
+    """Take the next of PARENT_SIGNALS, which the parent blocks, with no handler to run (none can be
+    missed): its number, or None after timeout seconds (None: no limit). No SIGALRM to end the wait."""
+    if timeout is None:
+        return signal.sigwait(PARENT_SIGNALS)
+    if hasattr(signal, "sigtimedwait"):
+        taken = signal.sigtimedwait(PARENT_SIGNALS, max(timeout, 0))
+        return taken and taken.si_signo
+    end = time.monotonic() + timeout  # macOS has no sigtimedwait(): what is pending, every 10 ms
+    while not signal.sigpending() & set(PARENT_SIGNALS):
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.01)
+    return signal.sigwait(PARENT_SIGNALS)
+
+
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
     a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals and
-    takes them in a wait whose timeout is its clock (sigtimedwait()), never in a handler."""
+    takes them in a wait whose timeout is its clock (take_signal()), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -417,12 +435,7 @@ def stop_children():
         left = deadline - time.monotonic()
         if not children or left <= 0:
             break
-        if hasattr(signal, "sigtimedwait"):
-            taken = signal.sigtimedwait(PARENT_SIGNALS, left)  # None once the time is up
-            again = taken is not None and taken.si_signo in STOP_SIGNALS  # SIGCHLD: look again
-        else:  # macOS has no sigtimedwait(): what is pending, every 10 ms
-            time.sleep(min(left, 0.01))
-            again = bool(signal.sigpending() & set(STOP_SIGNALS))
+        again = take_signal(left) in STOP_SIGNALS  # SIGCHLD, or the time up: look again
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)

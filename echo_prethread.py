@@ -349,9 +349,11 @@ def wakeup_pipe():
     read_end, write_end = socket.socketpair()
     read_end.setblocking(False)  # whoever waits on it empties it, never waiting
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    parents = signal.set_wakeup_fd(write_end.detach())
     if wakeup_sock is None:
         atexit.register(lambda: wakeup_sock.close())
+        # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+        atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     else:
         wakeup_sock.close()
         socket.close(parents)

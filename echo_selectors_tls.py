@@ -17,6 +17,7 @@ import atexit
 import collections
 import contextlib
 import errno
+import itertools
 import math
 import os
 import select
@@ -238,11 +239,7 @@ class SelectorDeadlines(collections.OrderedDict):
             return
         idle = self.limit if now < self.grace_end else 0
         # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-        expired = []
-        for fd, last in self.items():
-            if last + idle > now:
-                break
-            expired.append(fd)
+        expired = [fd for fd, last in itertools.takewhile(lambda item: item[1] + idle <= now, self.items())]
         for fd in expired:
             key = self.selector.get_key(fd)
             # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
@@ -461,14 +458,14 @@ def tls_context(cert, key):
 def signal_pipe():
     """A socket that receives a byte (the signal's number) for each signal that has a handler, so
     a loop waiting in select() wakes for it, even one that came just before the wait: the stop
-    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
-    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    signals (start_listening()'s handler notes them), and SIGCHLD where fork_worker() catches it. The C-level
+    handler writes it (signal.set_wakeup_fd). A socket pair: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    signal.set_wakeup_fd(write_end.detach())
     atexit.register(read_end.close)
-    if hasattr(signal, "SIGCHLD"):
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
+    # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+    atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     return read_end
 
 
@@ -480,13 +477,9 @@ def main():
     if not (args.cert and args.key):
         parser.error(NO_CERT)
     server_sock = start_listening(args)  # before the certificate is read: "port in use" reads the same
-    with server_sock:
-        try:
-            with tls_listener(server_sock, args.cert, args.key) as server_sock:  # a stop may come as it loads
-                print_port_line(server_sock)
-                accept_loop(server_sock)
-        except KeyboardInterrupt:
-            log("Shutdown")
+    with server_sock, tls_listener(server_sock, args.cert, args.key) as server_sock:
+        print_port_line(server_sock)
+        accept_loop(server_sock)
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import atexit
 import collections
 import contextlib
 import errno
+import itertools
 import math
 import os
 import select
@@ -182,9 +183,9 @@ KEEPALIVE_IDLE = 60  # keep_alive(): seconds quiet before the first probe,
 KEEPALIVE_INTERVAL = 15  # seconds between probes,
 KEEPALIVE_COUNT = 4  # probes unanswered before the peer is dropped
 FORK_RETRY = 1  # seconds before a parent whose fork() failed tries again
-# What a parent waits for: it blocks these and takes them with sigwait(), never in a handler
+# What a parent waits for: it blocks these and takes them in take_signal(), never in a handler
 # (none where there is no SIGCHLD: main() says in a line that the pattern cannot run there).
-PARENT_SIGNALS = STOP_SIGNALS + tuple(getattr(signal, name) for name in ("SIGCHLD", "SIGALRM") if hasattr(signal, name))
+PARENT_SIGNALS = STOP_SIGNALS + ((signal.SIGCHLD,) if hasattr(signal, "SIGCHLD") else ())
 children = {}  # pid of each child -> the arguments it was started with
 
 
@@ -228,11 +229,7 @@ class SelectorDeadlines(collections.OrderedDict):
             return
         idle = self.limit if now < self.grace_end else 0
         # The oldest come first, so this stops at the first one not due: no wake-up scans them all.
-        expired = []
-        for fd, last in self.items():
-            if last + idle > now:
-                break
-            expired.append(fd)
+        expired = [fd for fd, last in itertools.takewhile(lambda item: item[1] + idle <= now, self.items())]
         for fd in expired:
             key = self.selector.get_key(fd)
             # Linux says "writable" once a third of the send buffer is free: a slow reader draining less
@@ -438,6 +435,7 @@ def fork_worker(serve, *args):
     parent's code; return its pid. A failed fork() (out of processes) is one log line and
     returns None: the parent goes on with the workers it has and tries again later."""
     global log_prefix
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: a worker's end is heard
     # Signals held across fork(): the parent takes them once it has noted the pid, the child inside try.
     mask = signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     try:
@@ -487,16 +485,14 @@ def finished_children():
 def run_workers(serve, jobs):
     """The parent: fork a worker for each job (a tuple of arguments for serve), replace each
     one that ends, and raise KeyboardInterrupt on Ctrl-C or SIGTERM. It blocks its signals
-    and takes them with sigwait(): no handler has to run, so none can be missed."""
+    and takes them in take_signal(): no handler has to run, so none can be missed."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
-    signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # caught, not ignored: it stays pending
     waiting = list(jobs)
     while True:
         while waiting and fork_worker(serve, *waiting[-1]):
             waiting.pop()
-        if waiting:
-            signal.alarm(FORK_RETRY)  # SIGALRM: try the failed fork again
-        if stop_signals or signal.sigwait(PARENT_SIGNALS) in STOP_SIGNALS:  # noted before the block, or now
+        # Noted before the block, or taken now; a fork that failed is tried again after FORK_RETRY s.
+        if stop_signals or take_signal(FORK_RETRY if waiting else None) in STOP_SIGNALS:
             raise KeyboardInterrupt
         for pid, status, args in finished_children():
             log("[PID:{}]Exit:{}: starting another worker", pid, status)
@@ -506,22 +502,38 @@ def run_workers(serve, jobs):
 def signal_pipe():
     """A socket that receives a byte (the signal's number) for each signal that has a handler, so
     a loop waiting in select() wakes for it, even one that came just before the wait: the stop
-    signals (start_listening()'s handler notes them) and SIGCHLD. The C-level handler writes it
-    (signal.set_wakeup_fd). A socket pair, not a pipe: Windows' select() and set_wakeup_fd() take only sockets."""
+    signals (start_listening()'s handler notes them), and SIGCHLD where fork_worker() catches it. The C-level
+    handler writes it (signal.set_wakeup_fd). A socket pair: Windows' select() and set_wakeup_fd() take only sockets."""
     read_end, write_end = socket.socketpair()
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    signal.set_wakeup_fd(write_end.detach())
     atexit.register(read_end.close)
-    if hasattr(signal, "SIGCHLD"):
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # a worker that ended: its byte
+    # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+    atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     return read_end
+
+
+def take_signal(timeout=None):
+    """Take the next of PARENT_SIGNALS, which the parent blocks, with no handler to run (none can be
+    missed): its number, or None after timeout seconds (None: no limit). No SIGALRM to end the wait."""
+    if timeout is None:
+        return signal.sigwait(PARENT_SIGNALS)
+    if hasattr(signal, "sigtimedwait"):
+        taken = signal.sigtimedwait(PARENT_SIGNALS, max(timeout, 0))
+        return taken and taken.si_signo
+    end = time.monotonic() + timeout  # macOS has no sigtimedwait(): what is pending, every 10 ms
+    while not signal.sigpending() & set(PARENT_SIGNALS):
+        if time.monotonic() >= end:
+            return None
+        time.sleep(0.01)
+    return signal.sigwait(PARENT_SIGNALS)
 
 
 def stop_children():
     """Shut down: ask every child to finish (each gives its clients GRACE seconds to take their
     last echoes) and wait for them; one still there a second after that is killed outright, and
     a second Ctrl-C or SIGTERM kills them all at once (exit status 1). It blocks its signals and
-    takes them in a wait whose timeout is its clock (sigtimedwait()), never in a handler."""
+    takes them in a wait whose timeout is its clock (take_signal()), never in a handler."""
     signal.pthread_sigmask(signal.SIG_BLOCK, PARENT_SIGNALS)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # no reaping handler: reaped here
     log("Shutdown")
@@ -534,12 +546,7 @@ def stop_children():
         left = deadline - time.monotonic()
         if not children or left <= 0:
             break
-        if hasattr(signal, "sigtimedwait"):
-            taken = signal.sigtimedwait(PARENT_SIGNALS, left)  # None once the time is up
-            again = taken is not None and taken.si_signo in STOP_SIGNALS  # SIGCHLD: look again
-        else:  # macOS has no sigtimedwait(): what is pending, every 10 ms
-            time.sleep(min(left, 0.01))
-            again = bool(signal.sigpending() & set(STOP_SIGNALS))
+        again = take_signal(left) in STOP_SIGNALS  # SIGCHLD, or the time up: look again
     for pid in children:
         with contextlib.suppress(ProcessLookupError):  # it finished meanwhile
             os.kill(pid, signal.SIGKILL)

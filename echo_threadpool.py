@@ -20,6 +20,7 @@ import collections
 import concurrent.futures
 import contextlib
 import errno
+import itertools
 import math
 import os
 import select
@@ -188,11 +189,8 @@ class Deadlines(collections.OrderedDict):
         the loop to close. The oldest come first, so no wake-up scans them all."""
         if self.due > now:
             return ()
-        idle, expired = TIMEOUT or math.inf, []
-        for fd, last in self.items():
-            if last + idle > now:
-                break
-            expired.append(fd)
+        idle = TIMEOUT or math.inf
+        expired = [fd for fd, last in itertools.takewhile(lambda item: item[1] + idle <= now, self.items())]
         for fd in expired:
             log("[FD:{}]Timeout", fd)
             del self[fd]
@@ -418,9 +416,11 @@ def wakeup_pipe():
     read_end, write_end = socket.socketpair()
     read_end.setblocking(False)  # whoever waits on it empties it, never waiting
     write_end.setblocking(False)  # set_wakeup_fd() asks for it: a full buffer drops the byte
-    parents = signal.set_wakeup_fd(write_end.detach())  # never closed: a late signal still finds it open
+    parents = signal.set_wakeup_fd(write_end.detach())
     if wakeup_sock is None:
         atexit.register(lambda: wakeup_sock.close())
+        # Runs first at exit (the last registered): a later signal is only noted, no byte to a closed pair.
+        atexit.register(lambda: socket.close(signal.set_wakeup_fd(-1)))
     else:
         wakeup_sock.close()
         socket.close(parents)
@@ -440,10 +440,7 @@ def main():
     waker_w.setblocking(False)
     # Leaving waits for the pool (nothing is left in it), then closes the waker, then the server.
     with server_sock, waker_r, waker_w, pool:
-        try:
-            accept_loop(server_sock, pool)
-        except KeyboardInterrupt:
-            log("Shutdown")
+        accept_loop(server_sock, pool)
 
 
 if __name__ == "__main__":

@@ -45,7 +45,7 @@ SHARED = HELPERS + ["log", "print_line", "peer", "shed_connection", "number", "a
           "on_loop_error", "on_stop_signals", "run_selector_loop", "usable_cpu_count", "fork_worker",
           "finished_children", "run_workers", "signal_pipe", "wakeup_pipe",
           "wait_ready",
-          "stop_children"]
+          "take_signal", "stop_children"]
 EVERYWHERE = SHARED[len(HELPERS):len(HELPERS) + 10]
 # Shared functions that stand above the banner, in the lesson, in the one file that teaches them.
 TAUGHT_IN = {"echo_prefork.py": {"fork_worker", "run_workers"},  # the pool of worker processes
@@ -157,7 +157,7 @@ LESSON_CALLS = {
 DIFF_BUDGET = 80  # lines `diff PARENT FILE` prints (< and >), module docstrings aside
 # Files whose idea takes more than DIFF_BUDGET lines, and why.
 DIFF_BUDGET_EXCEPTIONS = {
-    "echo_select.py": (246, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
+    "echo_select.py": (249, "the first event loop: select() with its clock (Deadlines, an OrderedDict of deadlines, "
                             "and half_close_all(), below the banner: 35 lines) and the signal pipe replace the blocking "
                             "loop, its per-connection stop and its wait_ready() on one socket (wakeup_pipe(), "
                             "wait_ready(): 30 lines); after_grace(), catch_stop_signals() on a socket pair, and "
@@ -165,7 +165,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                             "(take_stop_signals() to cut(), 88 lines). Issue 43's move: 304 before; each file's "
                             "helpers below its banner, and echo_simple.py's lesson calling accept(), recv_into() and "
                             "send() itself, the waits in helpers that pair with none of this file's lines: 2 more "
-                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays. Issue 48's blocking family: 297 before; echo_simple.py reads the note with this file's stop_noted() (and `stopping`, `grace_end`), and its stop_server(), cut() and after_grace() are gone; it ends its grace by its waits' timeouts too, but through until_grace_end(), as it closes its clients itself (within_grace() exits, and the kernel would reset a client still queued)"),
+                            "(at most 10), with echo_simple.py's cancel_grace gone into after_grace(). Issue 48: 306 before; the handler only notes a signal (start_listening()), the loop reads the note (stop_noted()) and ends the grace by its waits' timeouts (within_grace()): after_grace() and catch_stop_signals() go, and echo_simple.py's wakeup_pipe() stays. Issue 48's blocking family: 297 before; echo_simple.py reads the note with this file's stop_noted() (and `stopping`, `grace_end`), and its stop_server(), cut() and after_grace() are gone; it ends its grace by its waits' timeouts too, but through until_grace_end(), as it closes its clients itself (within_grace() exits, and the kernel would reset a client still queued); its main() has no `except KeyboardInterrupt`, which nothing raises in a select loop now, where echo_simple.py's wait_for_client() still does (3 lines)"),
     "echo_select_pool.py": (146, "a pool of sender threads: their queue, the buffers that go round, and each client "
                                  "handed back to the loop (sent_back, the waker, take_back()); the clients the senders "
                                  "hold count towards Windows' 512 sockets (3 lines); send_all() becomes the "
@@ -176,23 +176,23 @@ DIFF_BUDGET_EXCEPTIONS = {
                                 "taught above echo_select_pool.py's banner, stands below this one (diff shows the "
                                 "banner and its constants moving past it: 42 lines), and read_and_drop() joins it "
                                 "there (the stop's read and drop: 8 lines); a done callback wakes the loop (done_in_pool(), issue 48: the stop waits for the callbacks in the loop, where pool.shutdown() waited unwoken)"),
-    "echo_selectors.py": (335, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
+    "echo_selectors.py": (337, "replaces echo_epoll.py's blocking send_all() and its signal-handler stop with a "
                                "send buffer per client, write interest, and a stop by flag: every handler changes; "
                                "below the banner, the selectors loops' helpers (SelectorDeadlines, "
                                "first_stop_signal(), stop_and_flush_buffers(), half_close_flushed(): about 90 "
                                "lines), selector_has_room() (Windows' 512 sockets) and wake_on_stop_signals() "
                                "stand in place of echo_epoll.py's Deadlines and half_close_all() (the select loops' clock: "
-                               "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines): this family reads the handler's note in first_stop_signal() and ends the grace in SelectorDeadlines, and its signal pipe only wakes the loop"),
-    "echo_selectors_tls.py": (130, "TLS touches every handler: the handshake and its deadline in the loop, the "
+                               "about 40 lines); after_grace() goes. Issue 48: echo_epoll.py's stop_noted(), within_grace() and wakeup_pipe() go too (18 lines): this family reads the handler's note in first_stop_signal() and ends the grace in SelectorDeadlines, and its signal pipe only wakes the loop; signal_pipe() no longer catches SIGCHLD, which this file never forks for (2 fewer); signal_pipe() and echo_epoll.py's wakeup_pipe(), which goes, both set the wake-up fd back first at exit (2 lines each)"),
+    "echo_selectors_tls.py": (129, "TLS touches every handler: the handshake and its deadline in the loop, the "
                                    "TLS calls' wants in send_recv(), pending() drained, close_notify() for the "
                                    "half-close (echo_selectors.py's half_close_flushed() goes: 7 lines), "
                                    "tls_listener(), tls_context() and the --cert/--key flags with their error lines; "
                                    "the port line after the certificate, which file failed to load in words, and close_notify()'s silent "
-                                   "half-close for a peer that reset the connection (issue 49: 12 lines)"),
-    "echo_reuseport.py": (207, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
+                                   "half-close for a peer that reset the connection (issue 49: 12 lines); main()'s dead `except KeyboardInterrupt` goes, as in echo_selectors.py, and the two with blocks become one (1 fewer)"),
+    "echo_reuseport.py": (217, "joins the selector loop and echo_prefork.py's pool (fork_worker, "
                                "finished_children, run_workers, stop_children: about 110 lines below the "
-                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
-    "echo_selectors_process.py": (251, "joins the selector loop and the pool (fork_worker, finished_children, "
+                               "banner; usable_cpu_count() for --workers: 9) with the SO_REUSEPORT socket; the refusal names a pattern the platform runs, and echo_selectors.py's Windows cap on select() goes (selector_has_room(): 8 lines); its own create_server_socket() keeps SO_REUSEADDR without Windows' SO_EXCLUSIVEADDRUSE (Linux only: 4 lines), and a worker leaves a second signal to its parent (first_stop_signal_in_worker(): 8 lines); issue 48: stop_children() waits in sigtimedwait(), or where there is none (macOS) looks at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, where stop_children() had its own and run_workers() a SIGALRM to retry a failed fork (10 lines more)"),
+    "echo_selectors_process.py": (264, "joins the selector loop and the pool (fork_worker, finished_children, "
                                        "stop_children: about 90 lines; usable_cpu_count(): 9) with an acceptor of its own: two programs "
                                        "and the descriptor hand-over, which holds back what no channel has room "
                                        "for (hand_over(): 25 lines), its stop signal a KeyboardInterrupt "
@@ -200,19 +200,19 @@ DIFF_BUDGET_EXCEPTIONS = {
                                        "(selector_has_room(): 8 lines), and a worker leaves a second "
                                        "signal to its parent (first_stop_signal_in_worker(): 7 lines); issue 48: "
                                        "stop_children() waits in sigtimedwait(), or where there is none (macOS) looks "
-                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more)"),
-    "echo_fork.py": (126, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
+                                       "at what is pending, where SIGALRM's timer ended its sigwait() (3 lines more); take_signal(), the parents' one bounded wait for a blocked signal, which stop_children() now calls (11 lines more); fork_worker() catches SIGCHLD, for the parents' wait and the acceptor's wake-up, where run_workers() and signal_pipe() did (1 more); its main() keeps the `except KeyboardInterrupt` (interrupt_on_stop_signal()) that echo_selectors.py's, dead, lost (1 more)"),
+    "echo_fork.py": (137, "a fork per connection (start_worker(): 28 lines), plus the stop every process server shares "
                           "(finished_children, stop_children, PARENT_SIGNALS: about 50 lines below the banner, first needed "
                           "here) and a child's (take_child_signals(), and stop_child(), which notes its parent's SIGTERM "
                           "once). Issue 48: 156 before; the child reads the note with echo_simple.py's stop_noted() and "
                           "within_grace(), the parent in wait_for_client() and stop_children(), so stop_accepting(), the "
-                          "child's SIGALRM and echo_simple.py's stop_server(), cut() and after_grace() go"),
-    "echo_prefork.py": (102, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
+                          "child's SIGALRM and echo_simple.py's stop_server(), cut() and after_grace() go; take_signal(), the parents' one wait for a blocked signal, bounded (stop_children()'s sigtimedwait() with macOS's fallback, moved there, and run_workers()' retry of a failed fork, where SIGALRM ended its sigwait(): 11 lines more)"),
+    "echo_prefork.py": (101, "two ideas: the accept lock, and the pool of worker processes (fork_worker, "
                              "run_workers, about 60 lines, and start_workers(), the article's ten forks) taught here in place of a fork per connection (start_worker(): "
                              "28 lines); the parent waits in sigwait(), so echo_fork.py's accept loop leaves the parent. Issue 48: "
                              "134 before, when echo_fork.py's take_stop_signals(), stop_accepting() and "
-                             "release_stop_signals() went from here (30 lines); both files read the note now"),
-    "echo_asyncio.py": (359, "the blocking calls become coroutines on one event loop, under the article's names "
+                             "release_stop_signals() went from here (30 lines); both files read the note now; run_workers() retries a failed fork in take_signal()'s bounded wait, where SIGALRM ended its sigwait() (1 fewer)"),
+    "echo_asyncio.py": (361, "the blocking calls become coroutines on one event loop, under the article's names "
                              "accept() and recv_send(): the accept loop, the "
                              "per-client loop and the stop are rewritten, and the loop's timers bring the "
                              "deadline (Deadline, queued(), about 45 lines) and the stop a helper (stop_clients(): 16 lines), and the wait for a chunk and the stop's drain helpers (wait_for_chunk(), half_close_then_drain(): 24 lines); the loop watches its own wake-up "
@@ -223,7 +223,7 @@ DIFF_BUDGET_EXCEPTIONS = {
                              "send_echo()): 13 more in all, 3 past the 10 the issue allows (the helpers' docstrings "
                              "were cut to one or two lines each to come this close; echo_simple.py's cancel_grace "
                              "went into after_grace(): one fewer). Issue 47: a buffer borrowed for each chunk "
-                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more; issue 48: echo_simple.py's hold_stop_signals() went (its stop signals are noted from start_listening() on), while this file keeps it for its loop's close until the asyncio servers move to the noted stop; 386 before issue 48's blocking family, whose stop in echo_simple.py became stop_noted() and until_grace_end() (3 fewer); on_stop_signals() sets the wake-up fd back before its pair closes (3 lines)"),
+                             "(borrowed_buffer(), the spare buffers and the stop's one drain buffer, and ready()'s docstring on why a client is waited for by number: 10 lines more; issue 48: echo_simple.py's hold_stop_signals() went (its stop signals are noted from start_listening() on), while this file keeps it for its loop's close until the asyncio servers move to the noted stop; 386 before issue 48's blocking family, whose stop in echo_simple.py became stop_noted() and until_grace_end() (3 fewer); on_stop_signals() sets the wake-up fd back before its pair closes (3 lines); echo_simple.py's wakeup_pipe(), which goes, sets the wake-up fd back first at exit, as on_stop_signals() does (2 lines)"),
     "echo_thread.py": (90, "a thread per client (start_worker(), send_recv_thread()), whose waits stay inside recv() and "
                           "send() (the socket's timeout: only the main thread hears signals), so echo_simple.py's "
                           "wait_for_room() goes (13 lines); the threads' stop in the main thread (join_threads() and "

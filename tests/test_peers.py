@@ -280,7 +280,7 @@ def test_a_sigterm_to_the_whole_group_stops_as_one_to_the_parent_does(script, st
     assert group_gone(server.pid), "a process was left behind"
 
 
-# macOS has no signal.sigtimedwait(): there stop_children() looks at the signals pending every 10 ms instead.
+# macOS has no signal.sigtimedwait(): there take_signal() looks at the signals pending every 10 ms instead.
 # The prelude takes it away, so that this path is run where the tests run.
 WITHOUT_SIGTIMEDWAIT = """
 import signal
@@ -321,6 +321,30 @@ asyncio.SelectorEventLoop.close = close
 def test_a_third_signal_as_the_loop_closes_changes_nothing(script, start_server):
     server = start_server(script, "-q", "--grace", "30", prelude=THIRD_SIGNAL_AS_THE_LOOP_CLOSES)
     assert stopped_mid_echo(server, signal.SIGTERM, signal.SIGTERM) == 1, server.stderr()
+
+
+# The other servers' wake-up pipe (signal_pipe(), wakeup_pipe()) had the same window: a signal that came as the
+# server exited, once atexit had closed the pipe's reading end, wrote its byte to a closed pair ('Exception ignored
+# when trying to write to the signal wakeup fd: BrokenPipeError'). The prelude registers first, so runs last.
+SIGNAL_AS_THE_SERVER_EXITS = """
+import atexit, os, signal
+def signal_at_exit():
+    os.kill(os.getpid(), signal.SIGINT)
+    sum(range(1000))  # Python reports a failed write to the wake-up fd between two bytecodes
+atexit.register(signal_at_exit)
+"""
+
+
+@pytest.mark.parametrize("script", [s for s in SERVERS if re.search(r"def (signal|wakeup)_pipe\(", (ROOT / s).read_text())])
+def test_a_signal_as_the_server_exits_changes_nothing(script, start_server):
+    server = start_server(script, "-q", prelude=SIGNAL_AS_THE_SERVER_EXITS)
+    with server.connect() as sock:
+        assert exchange(sock, b"ping") == b"ping"
+        os.kill(server.pid, signal.SIGTERM)
+        assert read_to_eof(sock) == b""
+    assert server.wait(5) == 0, server.stderr()
+    assert "Exception ignored" not in server.stderr() and "Traceback" not in server.stderr(), server.stderr()
+    assert group_gone(server.pid), "a process was left behind"
 
 
 # An exit that takes longer than what is left of the grace: Python puts SIGALRM's default action back as it
