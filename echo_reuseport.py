@@ -154,8 +154,7 @@ QUIET, WORK, TIMEOUT, GRACE = False, 0, 120.0, 2.0  # the flags -q, --work, --ti
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM) + ((signal.SIGBREAK,) if hasattr(signal, "SIGBREAK") else ())
 stop_signals = []  # each of them (Ctrl-C, SIGTERM, Windows' Ctrl-Break), as its handler noted it (start_listening())
 log_prefix = ""  # a worker process's log lines begin with its PID
-log_token = None  # a pipe that holds one byte until a failed write takes it (start_listening())
-spare_fd = None  # a descriptor kept in reserve to shed connections on EMFILE
+log_token = spare_fd = None  # start_listening(): the log's token (print_line()), a descriptor to shed on EMFILE
 KEEPALIVE_IDLE = 60  # keep_alive(): seconds quiet before the first probe,
 KEEPALIVE_INTERVAL = 15  # seconds between probes,
 KEEPALIVE_COUNT = 4  # probes unanswered before the peer is dropped
