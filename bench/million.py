@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, Server, children_of, provenance, run_client
+from common import ROOT, Server, children_of, provenance, run_client, wait_until
 
 COUNTERS = {"TcpExt": ("TCPAbortOnMemory", "TCPAbortOnData", "TCPMemoryPressures", "TCPAbortOnClose",
                        "TCPAbortOnTimeout", "TCPAbortOnLinger", "TCPAbortFailed", "TCPRcvQDrop", "TCPBacklogDrop",
@@ -152,9 +152,7 @@ def measure(args):
                         prelude=NO_KEEPALIVE if args.no_keepalive else None)
         try:
             server.wait_for_port()
-            deadline = time.monotonic() + 60
-            while len(children_of(server.pid)) < args.workers and time.monotonic() < deadline:
-                time.sleep(0.1)
+            wait_until(lambda: len(children_of(server.pid)) >= args.workers, timeout=60)  # or fewer: said below
             workers = children_of(server.pid)
             before = reading(workers)
             print("million.py: python3 client.py --port {} {} ({} workers up)".format(
