@@ -2496,8 +2496,8 @@ def main(argv=None):
     except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
         return 128 + e.args[0]
-    except OSError as e:  # writing the output: its reader went away (| head), or it cannot be written (> /dev/full)
-        if e.errno not in (errno.EPIPE, errno.ENOSPC):
+    except OSError as e:  # writing the output: its reader went away (| head; Windows says EINVAL), or a full disk
+        if e.errno not in (errno.EPIPE, errno.EINVAL, errno.ENOSPC):
             raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's own flush fails, loudly
         if e.errno == errno.ENOSPC:
