@@ -186,20 +186,39 @@ def test_results_explains_the_gil_only_where_the_records_had_one():
     assert regenerate.GIL_EXPLAINED in (ROOT / "RESULTS.md").read_text()  # the kept 16-core records: CPython 3.12.3
 
 
+THREAD_SERVERS = ("echo_thread.py", "echo_prethread.py", "echo_select_pool.py", "echo_threadpool.py")
+
+
+def test_the_readmes_say_threads_slow_on_more_cores_only_under_the_gil():
+    """Each thread server's row says it gets slower on more cores, and says so under the GIL (every CPython measured
+    here had one; a free-threaded build was not measured): in both languages, no row without the qualifier."""
+    for name, slower, qualifier in (("README.md", r"slower on more cores|more cores slow", "under the GIL, "),
+                                    ("README.ja.md", r"コアが増えると", "GIL のある CPython では、")):
+        rows = {re.match(r"\| \[(echo_\w+\.py)\]", line).group(1): line
+                for line in (ROOT / name).read_text(encoding="utf-8").splitlines()
+                if re.match(r"\| \[echo_\w+\.py\]", line) and re.search(slower, line)}
+        assert set(rows) == set(THREAD_SERVERS), name
+        assert all(qualifier in row for row in rows.values()), name
+
+
 def test_the_16_core_records_of_a_free_threaded_build_get_no_convoy(tmp_path, monkeypatch):
     import shutil
     sys.path.insert(0, str(ROOT / "bench"))
     import regenerate
-    assert regenerate.scaling_values()["s16_gil"] == regenerate.GIL_EXPLAINED
+    kept = regenerate.scaling_values()  # CPython 3.12.3: the GIL named where the thread servers get slower
+    assert kept["s16_gil"] == regenerate.GIL_EXPLAINED
+    assert kept["s16_threads_what"] == "Threads under the GIL: slower on more cores; pin them"
+    assert "**{}.**".format(kept["s16_threads_what"]) in (ROOT / "RESULTS.md").read_text()
     folder = tmp_path / "scaling-16core"
     shutil.copytree(regenerate.SCALING_16, folder)
     summary = json.loads((folder / "summary.json").read_text())  # what regenerate.py renders the records from
     summary["machine"]["python"] = "3.14.10, free-threaded, GIL off"
     (folder / "summary.json").write_text(json.dumps(summary))
     monkeypatch.setattr(regenerate, "SCALING_16", folder)
-    said = regenerate.scaling_values()["s16_gil"]
-    assert said.startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between the cores")
-    assert "convoy" not in said
+    said = regenerate.scaling_values()
+    assert said["s16_gil"].startswith("These ran on CPython 3.14.10, free-threaded, GIL off: no GIL passed between "
+                                      "the cores")
+    assert "convoy" not in said["s16_gil"] and "GIL" not in said["s16_threads_what"]
 
 
 MACHINE_PATH = re.compile(r"(?:/(?:root|home|var|usr|opt|tmp|work|srv|mnt)/|\.pyenv/|[A-Za-z]:\\\\)[^\s\"`]*")
