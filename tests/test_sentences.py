@@ -30,6 +30,18 @@ def records(name):
     return json.loads((ROOT / "bench" / "results" / name).read_text())
 
 
+def fd_setsize(script="echo_select.py"):
+    """The first descriptor select() cannot watch on Linux, as the select servers set it."""
+    return int(re.search(r"^FD_SETSIZE, MAX_CLIENTS = \((\d+),", (ROOT / script).read_text(), re.M).group(1))
+
+
+def svg_words(svg):
+    """The words of a picture's texts, its caption's lines joined."""
+    import xml.etree.ElementTree as ET
+    return " ".join(" ".join("".join(t.itertext()) for t in ET.fromstring(svg).iter("{http://www.w3.org/2000/svg}text"))
+                    .split())
+
+
 def test_the_backlog_sentences_give_each_servers_default():
     backlogs = {path.name: constant(path.name, "BACKLOG") for path in ROOT.glob("echo_*.py")}
     first = backlogs.pop("echo_simple.py")
@@ -54,21 +66,56 @@ def test_linux_queues_one_client_more_than_the_backlog():
 
 
 
+def test_the_timelines_caption_gives_echo_simples_default_backlog_and_what_linux_queues():
+    """timelines.svg's caption says why echo_simple.py ran with a --backlog of its own: its default (its constant,
+    as its --help gives it) and the connections Linux queues for it (one more: measured here on Linux)."""
+    import subprocess
+    sys.path.insert(0, str(ROOT / "bench"))
+    import draw
+    backlog = constant("echo_simple.py", "BACKLOG")
+    helped = subprocess.run([sys.executable, str(ROOT / "echo_simple.py"), "--help"], capture_output=True, text=True,
+                            timeout=60, check=True).stdout
+    assert "(default: {})".format(backlog) in " ".join(helped[helped.index("--backlog N "):].split()[:20])
+    words = svg_words(draw.kept_timelines(ROOT / "bench" / "results" / "timelines"))
+    assert "with its default of {}, Linux queues {} connections".format(backlog, backlog + 1) in words, words
+    if sys.platform.startswith("linux"):
+        assert queue_capacity(backlog) == backlog + 1
+
+
+def test_what_the_stalled_senders_send_took_is_said_from_the_stall_records():
+    """bench/timelines.py says how much the stalled client's send() had taken when it blocked: the range of the kept
+    stall traces' taken_before_blocking, in MiB (as stall.svg's caption computes it), below the bytes it sends."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import draw
+    import timelines
+    folder = ROOT / "bench" / "results" / "stall"
+    taken = [json.loads(line)["taken_before_blocking"] for path in sorted(folder.glob("*.jsonl"))
+             for line in path.read_text().splitlines() if '"who": "stalled"' in line]
+    assert len(taken) == len(timelines.STALL_SERVERS) and all(taken)
+    span = draw.span_text([round(n / timelines.MIB, 1) for n in taken], "{:g}")
+    source = text("bench/timelines.py")
+    assert "its send() had taken {} MiB when such a sender blocked".format(span) in source
+    assert "STALL_BYTES = 16 * PIECE # more than send() takes before such a sender blocks ({} MiB: " \
+           "bench/results/stall/)".format(span) in source
+    assert max(taken) < timelines.STALL_BYTES
+    assert "up to {:g} MiB in echo_selectors.py".format(draw.SELECTORS_HOLDS / timelines.MIB) in source  # MAX_BUFFER
+
+
 def test_select_refuses_descriptor_fd_setsize_itself_and_the_sentences_say_so():
     """FD_SETSIZE is the first descriptor select() cannot watch: every sentence names the descriptors below it."""
-    fd_setsize = int(re.search(r"^FD_SETSIZE, MAX_CLIENTS = \((\d+),", (ROOT / "echo_select.py").read_text(),
-                               re.M).group(1))
-    below = "select() watches descriptors below {} only".format(fd_setsize)
+    limit = fd_setsize()
+    assert fd_setsize("echo_select_pool.py") == limit
+    below = "select() watches descriptors below {} only".format(limit)
     sys.path.insert(0, str(ROOT))
     import client
     assert client.LIMITS["echo_select.py"] == client.LIMITS["echo_select_pool.py"] == below
     failed = {r["server"]: r["failed"] for t in records("c10k.json")["tables"] for r in t["rows"] if r["failed"]}
     assert failed["echo_select.py"].endswith(below) and failed["echo_select_pool.py"].endswith(below)
-    assert "descriptors below {} only |".format(fd_setsize) in text("README.md")
-    assert "扱えるディスクリプタは {} 未満だけ |".format(fd_setsize) in text("README.ja.md")
+    assert "descriptors below {} only |".format(limit) in text("README.md")
+    assert "扱えるディスクリプタは {} 未満だけ |".format(limit) in text("README.ja.md")
     for script in ("echo_select.py", "echo_select_pool.py"):
         assert 'Refused: select() watches {} descriptors at most"' in (ROOT / script).read_text()
-        assert re.search(r"descriptors? (?:from )?FD_SETSIZE \({}\) (?:or above|up)".format(fd_setsize),
+        assert re.search(r"descriptors? (?:from )?FD_SETSIZE \({}\) (?:or above|up)".format(limit),
                          text(script)), script
 
 
@@ -80,8 +127,9 @@ def test_the_c10k_sentence_names_the_limit_of_every_server_that_failed():
     passed = [r["server"] for r in c10k if not r["failed"]]
     failed = {r["server"].split()[0] for r in c10k + c1k if r["failed"]}
     named = {"echo_simple.py": ("one at a time", "一度に 1 クライアント"),
-             "echo_select.py": ("descriptor 1024", "ディスクリプタ 1024"),
-             "echo_select_pool.py": ("descriptor 1024", "ディスクリプタ 1024"),
+             "echo_select.py": ("descriptor {}".format(fd_setsize()), "ディスクリプタ {}".format(fd_setsize())),
+             "echo_select_pool.py": ("descriptor {}".format(fd_setsize("echo_select_pool.py")),
+                                     "ディスクリプタ {}".format(fd_setsize("echo_select_pool.py"))),
              "echo_prefork.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
              "echo_prethread.py": ("ten or forty workers", "10 個や 40 本のワーカー"),
              "echo_fork.py": ("a fork or thread each", "クライアントごとの fork やスレッド"),
