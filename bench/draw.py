@@ -575,7 +575,7 @@ def timeline_row(c, x, top, row_h, ticks=True):
         path = " ".join("M{:.1f} {:.1f}v{}".format(x(t), top + 1, row_h - 2) for t in done)
         if path:
             parts.append('<path d="{}" stroke="{}" stroke-width="1"/>'.format(path, colour))
-    if c.get("who"):  # when each of its sends began: the kernel took some, then its sender blocked
+    if c.get("who"):  # when each of its sends began: the buffers and the server took some, then it blocked
         parts += ['<path d="{}" stroke="{}" stroke-width="1" fill="none"/>'.format(" ".join(
             "M{:.1f} {:.1f}h2v{}h-2z".format(x(sent), top + 1, row_h - 2) for sent, _ in c["messages"]), STALLED)]
     if c.get("how") not in (None, "eof"):

@@ -731,8 +731,9 @@ def scaling_values():
              if name in THREADS and n > 1 and not shape.startswith("client.py")]
     slower = max(drops) < 1
     v["s16_threads"] = "get slower on more cores" if slower else "do not get slower at every count of cores"
-    v["s16_threads_what"] = "Threads: slower on more cores; pin them" if slower else \
-        "Threads: not slower at every count of cores"
+    v["s16_threads_what"] = "Threads{}: {}".format(  # the GIL named where the records had one, as s16_gil
+        " under the GIL" if under_gil(machine["python"]) else "",
+        "slower on more cores; pin them" if slower else "not slower at every count of cores")
     v["s16_thread_drop"] = "{:.0%} to {:.0%}".format(min(drops), max(drops))
     v["s16_thread_cost"] = "{:.1f} to {:.1f}x".format(min(costs), max(costs))
     v["s16_thread_short"] = "{:,.0f} msgs/s at 2 cores against {:,.0f} on one".format(

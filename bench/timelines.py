@@ -250,7 +250,7 @@ class StalledClient:
                 self.sent_at.append(time.perf_counter())
                 view = memoryview(self.payload)
                 while view:
-                    sent = sock.send(view)  # blocks while the buffers are full: the kernel took what it could
+                    sent = sock.send(view)  # blocks once both sockets' buffers are full: the server reads no more
                     view, total = view[sent:], total + sent
                     self.taken.append((time.perf_counter(), total))
             sock.shutdown(socket.SHUT_WR)
@@ -282,7 +282,8 @@ class StalledClient:
                 return
 
     def taken_before_blocking(self):
-        """The bytes the kernel took before the sender blocked (None if it never did: all were taken)."""
+        """The bytes send() had accepted when the sender blocked: the kernel's buffers, this socket's and the
+        server's, and what the server held itself (None if it never blocked: all were accepted)."""
         return self.blocked[1] if self.blocked else None
 
     def trace_line(self, t0):

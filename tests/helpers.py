@@ -214,7 +214,7 @@ def held_record():
                 held_row("echo_fork.py", failed="9,000 of 20,000 messages echoed; 1,000 reset; the pattern's limit: "
                                                + fork),
                 held_row("echo_select.py", failed="2,048 of 20,000 messages echoed; 8,976 closed by the server; the "
-                                                 "pattern's limit: select() cannot watch descriptors past 1024"),
+                                                 "pattern's limit: select() watches descriptors below 1024 only"),
                 held_row("echo_simple.py", failed="1 of 20,000 messages echoed; 9,999 no echo within 30 s; the "
                                                  "pattern's limit: it serves one client at a time")]),
                 run(1000, "custom", [

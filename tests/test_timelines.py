@@ -45,9 +45,9 @@ def test_a_trace_shows_one_at_a_time_or_interleaved(start_server, tmp_path, scri
 
 @pytest.mark.slow
 def test_the_stalled_client_fills_the_buffers_reads_nothing_then_its_whole_echo(start_server):
-    """The stall's own client: it sends more than the kernel takes before its sender blocks, reads nothing until
-    STALL_S after that, then reads every piece's echo, verified; its line is the trace format's, on the clock it
-    is given."""
+    """The stall's own client: it sends more than its send() accepts before it blocks (the buffers, and what the
+    server holds), reads nothing until STALL_S after that, then reads every piece's echo, verified; its line is the
+    trace format's, on the clock it is given."""
     server = start_server("echo_selectors.py", "-q")
     stalled = timelines.StalledClient(server.port)
     stalled.run()
