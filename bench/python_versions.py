@@ -3,7 +3,7 @@
 Pythons, the same load from the machine's python3, the server pinned to one core and the client to
 the other, runs interleaved.
 
-    python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 \\
+    python3 bench/python_versions.py --python 3.11=$HOME/.pyenv/versions/3.11.7/bin/python3 \\
         --python 3.15=chroot:/var/cache/echo-ci/debian-amd64:/usr/bin/python3.15 [--rounds 5] \\
         [--messages 500000] [--servers echo_epoll.py,...] [--json]
 

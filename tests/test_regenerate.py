@@ -59,6 +59,18 @@ def test_no_path_of_the_measuring_machine_is_in_the_results():
         assert not found, "{} names paths of the machine it was measured on: {}".format(name, found)
 
 
+def test_the_bench_scripts_usage_speaks_of_the_pack():
+    """bench/*.py's docstrings (their usage lines above all) name no lock file of the developers' and no home
+    folder of the machine they were written on: a reader runs them as written on theirs."""
+    import ast
+    import re
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        docstrings = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        found = re.findall(r"/tmp/bench\.lock|/root/\S*|/home/\S*", "\n".join(docstrings))
+        assert not found, "bench/{}'s docstrings name paths of a developer's machine: {}".format(path.name, found)
+
+
 def test_bench_draws_with_client_py_through_its_api_alone():
     """bench/draw.py and bench/regenerate.py read client.py's --json output back and write figures, tables and
     charts with what client.py declares for them (client.API), each named in CLIENT.md and each function
