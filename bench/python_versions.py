@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -34,12 +33,11 @@ import signal
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
 from pathlib import Path
 
-from common import (CLIENT_CORE, ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, pin, run_client,
-                    wait_until, without_paths)
+from common import (CLIENT_CORE, ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, pin, provenance,
+                    run_client, wait_until, without_paths)
 from deadline_cost import SCENARIOS
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -126,16 +124,11 @@ def main():
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # the client's, as in deadline_cost.py
     with contextlib.ExitStack() as stack:
         pythons = [Interpreter(spec, stack) for spec in args.python]
-        with open("/proc/cpuinfo") as f:
-            cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
         # No path of this machine in the record (RESULTS.md quotes it): see without_paths() and interpreter_name().
+        # The machine, the client's Python (free-threaded or not, the GIL on or off) and Linux: provenance()'s.
         record = {"command": without_paths("python3 bench/python_versions.py " + shlex.join(sys.argv[1:])),
-                  "cpu": cpu.group(1) if cpu else platform.machine(), "cores": os.cpu_count(),
-                  "linux": platform.release(), "client": "{} {}{}".format(
-                      platform.python_implementation(), platform.python_version(),
-                      gil_words(sysconfig.get_config_var("Py_GIL_DISABLED"), getattr(sys, "_is_gil_enabled",
-                                                                                      lambda: True)())),
-                  "client_python": interpreter_name(sys.executable), "load": " ".join(flags), "rounds": args.rounds,
+                  **provenance(), "client_python": interpreter_name(sys.executable), "load": " ".join(flags),
+                  "rounds": args.rounds,
                   "pythons": [{"label": p.label, "build": p.build(), "where": interpreter_name(p.where)}
                               for p in pythons], "servers": []}
         table = sys.stderr if args.json else sys.stdout
@@ -163,10 +156,11 @@ def main():
 def head(record):
     """The record's words and its table's head, as RESULTS.md quotes them."""
     labels = [p["label"] for p in record["pythons"]]
+    # A record kept before provenance() (bench/results/pythons.json) names the CPU, cores and client by hand.
+    machine = "{machine} {linux}; client: {client_python}" if "machine" in record else \
+        "{cpu}, {cores} cores, Linux {linux}; client: {client} ({client_python})"
     return ["Command: `{}`".format(record["command"]), "",
-            "Machine: {}, {} cores, Linux {}; client: {} ({}), `client.py {}`".format(
-                record["cpu"], record["cores"], record["linux"], record["client"], record["client_python"],
-                record["load"]), ""] + [
+            "Machine: {}, `client.py {}`".format(machine.format(**record), record["load"]), ""] + [
         "- {}: {} ({})".format(p["label"], p["build"], p["where"]) for p in record["pythons"]] + ["",
         "| server | " + " | ".join(["{} (msgs per server CPU-s)".format(labels[0])] + labels[1:] + [
             "{} / {} (median of rounds, range)".format(label, labels[0]) for label in labels[1:]]) + " |",

@@ -244,10 +244,9 @@ def main():
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    where = provenance()
-    record = {"python": where["python"], "openssl": ssl.OPENSSL_VERSION, "commit": where["commit"],
-              "server_core": SERVER_CORE, "client_core": CLIENT_CORE, "rounds": args.rounds, "costs": [],
-              "connections": [], "rates": args.rates, "stime_procs": args.stime_procs, "handshakes": []}
+    record = {**provenance(), "openssl": ssl.OPENSSL_VERSION, "server_core": SERVER_CORE, "client_core": CLIENT_CORE,
+              "rounds": args.rounds, "costs": [], "connections": [], "rates": args.rates,
+              "stime_procs": args.stime_procs, "handshakes": []}
     out = sys.stderr if args.json else sys.stdout
 
     def show(*lines):
