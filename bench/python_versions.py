@@ -34,10 +34,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
-from common import (CLIENT_CORE, ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, pin, provenance,
-                    run_client, wait_until, without_paths)
+from common import CLIENT_CORE, SERVER_CORE, TIMEOUT, Server, interpreter_name, provenance, run_client, without_paths
 from deadline_cost import SCENARIOS
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -86,23 +84,19 @@ class Interpreter:
 
     def run(self, script, flags):
         """Messages per server CPU-second for one run of client.py flags against the server script."""
-        out, err = Path(self.folder) / "stdout", Path(self.folder) / "stderr"
-        with open(out, "wb") as out_file, open(err, "wb") as err_file:
-            server = subprocess.Popen([*self.command, "{}/{}".format(self.inside, script), "--port", "0", "-q"],
-                                      env=SERVER_ENV, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-                                      start_new_session=True, preexec_fn=pin([SERVER_CORE]))
+        # chroot execs the interpreter: the same pid, which leads the server's process group.
+        server = Server(script, self.folder, ["-q"], wrap=self.command[:-1], cores=[SERVER_CORE],
+                        interpreter=self.command[-1:], inside=self.inside, env=SERVER_ENV)
         try:
-            wait_until(lambda: "\n" in out.read_text() or server.poll() is not None)
-            line = out.read_text().split("\n", 1)[0]
-            if not line.startswith("Server Run Port:"):
-                sys.exit("{} {}: no port line: {!r} {!r}".format(self.label, script, line, err.read_text()[-300:]))
-            # chroot execs the interpreter: the same pid, which leads the server's process group.
-            run = run_client(["--port", line.split(":")[1].strip(), "--procs", "1", *flags], [CLIENT_CORE], server.pid,
+            try:
+                server.wait_for_port()
+            except AssertionError as e:
+                sys.exit("{} {}: {}".format(self.label, script, e))
+            run = run_client(["--port", str(server.port), "--procs", "1", *flags], [CLIENT_CORE], server.pid,
                              label="{} {}".format(self.label, script))
             return run.figures["messages"] / run.server_cpu_s
         finally:
-            kill_group(server.pid)
-            server.wait(TIMEOUT)
+            server.kill()
 
 
 def main():
@@ -133,9 +127,6 @@ def main():
                               for p in pythons], "servers": []}
         table = sys.stderr if args.json else sys.stdout
         print("\n".join(head(record)), file=table, flush=True)
-        for python in pythons:
-            for script in args.servers.split(","):
-                shutil.copy(ROOT / script, python.folder)
         first = pythons[0]
         for script in args.servers.split(","):
             figures = {python.label: [] for python in pythons}

@@ -279,6 +279,39 @@ def kept(tmp_path, monkeypatch, **records):
     return regenerate
 
 
+def test_pin_is_the_one_place_a_process_is_pinned():
+    """bench/common.py's pin() (and Server(cores=), which uses it) pins every process bench/ and the tests pin: no
+    other script calls sched_setaffinity, nor hands a server a prelude that does."""
+    call = "sched_setaffinity" + "("
+    found = [path.relative_to(ROOT).as_posix() for path in sorted([*(ROOT / "bench").glob("*.py"),
+                                                                   *(ROOT / "tests").glob("*.py")])
+             if call in path.read_text() and path.name != "common.py"]
+    assert not found, found
+    assert (ROOT / "bench" / "common.py").read_text().count(call) == 1
+
+
+def test_a_part_runs_its_commands_through_run_client_and_keeps_what_they_print(tmp_path, monkeypatch, capfd):
+    """measure() runs a part's commands one after another as run_client() runs a measurement: what each prints is
+    the record kept (the part's NAME.json), its stderr goes to ours, and a command that fails, or runs past
+    COMMAND_LIMIT (killed, its process group with it), is named in the part's failures, the others' records kept."""
+    regenerate = kept(tmp_path, monkeypatch)
+    say = "import sys; print({!r}); print('working', file=sys.stderr)"
+    monkeypatch.setitem(regenerate.PARTS, "made-up", ("json", "two made-up commands", [
+        [sys.executable, "-c", say.format('{"messages": 1}')], [sys.executable, "-c", say.format('{"messages": 2}')]]))
+    regenerate.measure("made-up")
+    assert json.loads((tmp_path / "made-up.json").read_text()) == [{"messages": 1}, {"messages": 2}]
+    assert capfd.readouterr().err.count("working") == 2
+    part = json.loads((tmp_path / "meta.json").read_text())["parts"]["made-up"]
+    assert part["failed"] == [] and part["commands"][1] == "... and 1 more like it"
+    monkeypatch.setattr(regenerate, "COMMAND_LIMIT", 1)
+    monkeypatch.setitem(regenerate.PARTS, "made-up", ("json", "one fails, one does not finish", [
+        [sys.executable, "-c", "import sys; sys.exit(3)"], [sys.executable, "-c", "import time; time.sleep(30)"]]))
+    regenerate.measure("made-up")
+    assert json.loads((tmp_path / "meta.json").read_text())["parts"]["made-up"]["failed"] == [
+        "`-c import sys; sys.exit(3)` exited with status 3", "`-c import time; time.sleep(30)` did not finish in 1 s",
+        "printed no figures: nothing kept"]
+
+
 def test_no_record_is_markdown():
     """Every part keeps a record that render() reads by field name (issue 50): JSON, or JSON lines for traces, never a
     script's printed table. Each "json" part's record is its PART.json. The outside 16-core measurement's folder keeps
