@@ -243,16 +243,20 @@ class Server:
     """One echo server started as a subprocess from a copy of its script in an empty folder."""
 
     def __init__(self, script, folder, args=(), rlimits=None, prelude=None, source=None, wrap=(), python=(),
-                 cores=()):
+                 cores=(), interpreter=None, inside=None, env=None, program=None):
         """source: the file to copy (default: ROOT / script), e.g. a changed copy to try out;
-        wrap: a command that execs the server (`ip netns exec NS`), so that it keeps the pid;
+        wrap: a command that execs the server (`ip netns exec NS`, `chroot ROOT`), so that it keeps the pid;
         python: the interpreter's own flags (`-X dev`); cores: the CPUs it runs on, with every process and
-        thread it starts (pin())."""
+        thread it starts (pin()); interpreter: the command that runs it, where not PYTHON (another Python);
+        inside: folder as the server sees it (in a chroot); env: its whole environment, where not ours;
+        program: a whole command line that serves instead of a copy of script (any echo server, e.g. one in C:
+        pinned_sweep.py's --ceiling), run where we are with --port 0 and args added; script then only names it."""
         skip_where_unavailable(script, args)
         self.script = script
         self.tls = script in TLS_SERVERS or "--cert" in args  # connect() wraps its sockets
         copy = Path(folder) / script
-        shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
+        if not program:
+            shutil.copy(source or ROOT / script, copy)  # proves the file runs alone
         self.out_path, self.err_path = Path(folder) / "stdout", Path(folder) / "stderr"
         pinned = pin(cores)
 
@@ -261,13 +265,16 @@ class Server:
                 resource.setrlimit(which, (soft, resource.getrlimit(which)[1]))
             if pinned:
                 pinned()
-        command = [str(copy), "--port", "0", *tls_args(script), *args]
+        path = str(Path(inside) / script if inside else copy)
+        command = [path, "--port", "0", *tls_args(script), *args]
         if prelude:  # Python code that patches the standard library, run before the server
             command = ["-c", "{}\nimport runpy, sys\nsys.argv = {!r}\nrunpy.run_path({!r}, run_name='__main__')".format(
-                prelude, command, str(copy))]
+                prelude, command, path)]
         with open(self.out_path, "wb") as out, open(self.err_path, "wb") as err:
             streams = (subprocess.PIPE, subprocess.PIPE) if PIPED else (out, err)
-            self.proc = subprocess.Popen([*wrap, *PYTHON, *python, *command], cwd=folder,
+            self.proc = subprocess.Popen([*program, "--port", "0", *args] if program else
+                                         [*wrap, *(interpreter or PYTHON), *python, *command],
+                                         cwd=None if program else folder, env=env,
                                          stdin=subprocess.DEVNULL, stdout=streams[0], stderr=streams[1],
                                          start_new_session=True, preexec_fn=limit)
         self.pid = self.proc.pid
@@ -447,7 +454,8 @@ def provenance():
 
 class Measured:
     """A client.py run's record (run_client()): figures, what it printed with --json ({"failed": why} where it
-    printed none); command; cores, where it was pinned; wall_s and load_cpu_s, the time around it and the CPU of
+    printed none); out and returncode, its output as printed and its exit status (negative: killed by a signal);
+    command; cores, where it was pinned; wall_s and load_cpu_s, the time around it and the CPU of
     it and every process it waited for (getrusage); server_cpu_s and leader_cpu_s, the CPU of the server's
     process group meanwhile and of its first process alone (None where no server was named); provenance()."""
 
@@ -459,10 +467,10 @@ def run_client(args=(), cores=(), server=None, timeout=600, meanwhile=None, labe
                cwd=None, stderr=subprocess.PIPE):
     """The one way bench/ runs a measurement: `client.py ARGS --json` (script: another client.py file; command:
     a whole command line instead, another load that prints JSON) in a session of its own, pinned to cores (pin());
-    meanwhile() runs first, while it measures; past timeout, or if anything fails, its process group is killed.
-    With server (a pid that leads its process group), that group's CPU is read before and after (client.py's
-    counter: threads that have ended count too). With label, any failure, error or lost message ends the
-    benchmark, named by label. Returns its record, a Measured."""
+    meanwhile() runs first, while it measures; past timeout seconds, or if anything fails, its process group is
+    killed; stderr=None leaves its stderr on ours. With server (a pid that leads its process group), that group's
+    CPU is read before and after (client.py's counter: threads that have ended count too). With label, any failure,
+    error or lost message ends the benchmark, named by label. Returns its record, a Measured."""
     command = command or [sys.executable, str(script or ROOT / "client.py"), *args, "--json"]
     children, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     if server:
@@ -486,7 +494,8 @@ def run_client(args=(), cores=(), server=None, timeout=600, meanwhile=None, labe
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
-    run = Measured(figures=figures, command=command, cores=sorted(c for c in cores or () if c is not None),
+    run = Measured(figures=figures, out=out, returncode=proc.returncode, command=command,
+                   cores=sorted(c for c in cores or () if c is not None),
                    wall_s=time.monotonic() - started, server_cpu_s=None, leader_cpu_s=None, provenance=provenance())
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     run.load_cpu_s = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime

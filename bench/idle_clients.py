@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, SERVERS, Server, file_at
+from common import ROOT, SERVERS, Server, file_at, provenance
 
 
 def echoed(port, wait):
@@ -107,7 +107,7 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the record as JSON (the table goes to stderr)")
     parser.add_argument("servers", nargs="*", default=SERVERS)
     args = parser.parse_args()
-    record = {"timeout": args.timeout, "most": args.most, "before": args.before, "servers": []}
+    record = {**provenance(), "timeout": args.timeout, "most": args.most, "before": args.before, "servers": []}
     table = sys.stderr if args.json else sys.stdout
     print("\n".join(head(record)), file=table, flush=True)
     with tempfile.TemporaryDirectory() as old:

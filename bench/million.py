@@ -2,7 +2,7 @@
 """A million held connections: echo_reuseport.py --workers 67, each connection echoing once as it opens and once
 after the idle hold (all at once), and what the kernel says.
 
-    flock /tmp/bench.lock python3 bench/million.py [--clients N] [--workers W] [--server-timeout S]
+    python3 bench/million.py [--clients N] [--workers W] [--server-timeout S]
         [--no-keepalive] [--netdev-max-backlog N] [--out FILE]
 
 client.py holds the connections (`--clients N --connects 1 --messages 2 --hold --idle 3`, with enough --procs that

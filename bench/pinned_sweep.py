@@ -18,11 +18,10 @@ Every wait is bounded; each server is stopped (its process group) whatever happe
 import argparse
 import os
 import shlex
-import subprocess
 import tempfile
 from pathlib import Path
 
-from common import SERVER_CORE, SERVERS, TIMEOUT, TLS_SERVERS, Server, kill_group, pin, run_client, table, wait_until
+from common import SERVER_CORE, SERVERS, TLS_SERVERS, Server, run_client, table
 
 SLOW = {"echo_simple.py", "echo_fork.py", "echo_thread.py", "echo_threadpool.py"}  # knees of their own in --all
 LEFT_OUT = SLOW | set(TLS_SERVERS)  # not swept by default: the slow ones, and TLS (the sweep speaks plain TCP)
@@ -55,20 +54,16 @@ def sweep_script(script, rates):
 
 
 def sweep_command(command, rates):
-    with tempfile.NamedTemporaryFile() as out:
-        proc = subprocess.Popen(shlex.split(command) + ["--port", "0"], stdout=out, stderr=subprocess.DEVNULL,
-                                start_new_session=True, preexec_fn=pin([SERVER_CORE]))
-        printed = Path(out.name).read_bytes
+    with tempfile.TemporaryDirectory() as folder:
+        server = Server("--ceiling", folder, program=shlex.split(command), cores=[SERVER_CORE])
         try:
-            if not wait_until(lambda: b"\n" in printed() or proc.poll() is not None):
-                return {"failed": "it printed no port in {:g} s".format(TIMEOUT)}
-            line = printed().decode(errors="replace").split("\n", 1)[0]
-            if "Port:" not in line:
-                return {"failed": "its first line was {!r}".format(line)}
-            return sweep(int(line.rsplit(":", 1)[1]), rates)
+            try:
+                server.wait_for_port()
+            except AssertionError as e:  # no "Server Run Port:N" line in time: why, for the table
+                return {"failed": str(e)}
+            return sweep(server.port, rates)
         finally:
-            kill_group(proc.pid)
-            proc.wait()
+            server.kill()
 
 
 def client_side(step):

@@ -3,7 +3,7 @@
 Pythons, the same load from the machine's python3, the server pinned to one core and the client to
 the other, runs interleaved.
 
-    python3 bench/python_versions.py --python 3.11=/root/.pyenv/versions/3.11.7/bin/python3 \\
+    python3 bench/python_versions.py --python 3.11=$HOME/.pyenv/versions/3.11.7/bin/python3 \\
         --python 3.15=chroot:/var/cache/echo-ci/debian-amd64:/usr/bin/python3.15 [--rounds 5] \\
         [--messages 500000] [--servers echo_epoll.py,...] [--json]
 
@@ -26,7 +26,6 @@ import argparse
 import contextlib
 import json
 import os
-import platform
 import re
 import shlex
 import shutil
@@ -34,12 +33,9 @@ import signal
 import statistics
 import subprocess
 import sys
-import sysconfig
 import tempfile
-from pathlib import Path
 
-from common import (CLIENT_CORE, ROOT, SERVER_CORE, TIMEOUT, interpreter_name, kill_group, pin, run_client,
-                    wait_until, without_paths)
+from common import CLIENT_CORE, SERVER_CORE, TIMEOUT, Server, interpreter_name, provenance, run_client, without_paths
 from deadline_cost import SCENARIOS
 
 SERVER_ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin", "LANG": "C.UTF-8",
@@ -88,23 +84,19 @@ class Interpreter:
 
     def run(self, script, flags):
         """Messages per server CPU-second for one run of client.py flags against the server script."""
-        out, err = Path(self.folder) / "stdout", Path(self.folder) / "stderr"
-        with open(out, "wb") as out_file, open(err, "wb") as err_file:
-            server = subprocess.Popen([*self.command, "{}/{}".format(self.inside, script), "--port", "0", "-q"],
-                                      env=SERVER_ENV, stdin=subprocess.DEVNULL, stdout=out_file, stderr=err_file,
-                                      start_new_session=True, preexec_fn=pin([SERVER_CORE]))
+        # chroot execs the interpreter: the same pid, which leads the server's process group.
+        server = Server(script, self.folder, ["-q"], wrap=self.command[:-1], cores=[SERVER_CORE],
+                        interpreter=self.command[-1:], inside=self.inside, env=SERVER_ENV)
         try:
-            wait_until(lambda: "\n" in out.read_text() or server.poll() is not None)
-            line = out.read_text().split("\n", 1)[0]
-            if not line.startswith("Server Run Port:"):
-                sys.exit("{} {}: no port line: {!r} {!r}".format(self.label, script, line, err.read_text()[-300:]))
-            # chroot execs the interpreter: the same pid, which leads the server's process group.
-            run = run_client(["--port", line.split(":")[1].strip(), "--procs", "1", *flags], [CLIENT_CORE], server.pid,
+            try:
+                server.wait_for_port()
+            except AssertionError as e:
+                sys.exit("{} {}: {}".format(self.label, script, e))
+            run = run_client(["--port", str(server.port), "--procs", "1", *flags], [CLIENT_CORE], server.pid,
                              label="{} {}".format(self.label, script))
             return run.figures["messages"] / run.server_cpu_s
         finally:
-            kill_group(server.pid)
-            server.wait(TIMEOUT)
+            server.kill()
 
 
 def main():
@@ -126,23 +118,15 @@ def main():
     os.environ["MALLOC_MMAP_THRESHOLD_"] = "131072"  # the client's, as in deadline_cost.py
     with contextlib.ExitStack() as stack:
         pythons = [Interpreter(spec, stack) for spec in args.python]
-        with open("/proc/cpuinfo") as f:
-            cpu = re.search(r"^model name\s*:\s*(.*)$", f.read(), re.M)
         # No path of this machine in the record (RESULTS.md quotes it): see without_paths() and interpreter_name().
+        # The machine, the client's Python (free-threaded or not, the GIL on or off) and Linux: provenance()'s.
         record = {"command": without_paths("python3 bench/python_versions.py " + shlex.join(sys.argv[1:])),
-                  "cpu": cpu.group(1) if cpu else platform.machine(), "cores": os.cpu_count(),
-                  "linux": platform.release(), "client": "{} {}{}".format(
-                      platform.python_implementation(), platform.python_version(),
-                      gil_words(sysconfig.get_config_var("Py_GIL_DISABLED"), getattr(sys, "_is_gil_enabled",
-                                                                                      lambda: True)())),
-                  "client_python": interpreter_name(sys.executable), "load": " ".join(flags), "rounds": args.rounds,
+                  **provenance(), "client_python": interpreter_name(sys.executable), "load": " ".join(flags),
+                  "rounds": args.rounds,
                   "pythons": [{"label": p.label, "build": p.build(), "where": interpreter_name(p.where)}
                               for p in pythons], "servers": []}
         table = sys.stderr if args.json else sys.stdout
         print("\n".join(head(record)), file=table, flush=True)
-        for python in pythons:
-            for script in args.servers.split(","):
-                shutil.copy(ROOT / script, python.folder)
         first = pythons[0]
         for script in args.servers.split(","):
             figures = {python.label: [] for python in pythons}
@@ -163,10 +147,11 @@ def main():
 def head(record):
     """The record's words and its table's head, as RESULTS.md quotes them."""
     labels = [p["label"] for p in record["pythons"]]
+    # A record kept before provenance() (bench/results/pythons.json) names the CPU, cores and client by hand.
+    machine = "{machine} {linux}; client: {client_python}" if "machine" in record else \
+        "{cpu}, {cores} cores, Linux {linux}; client: {client} ({client_python})"
     return ["Command: `{}`".format(record["command"]), "",
-            "Machine: {}, {} cores, Linux {}; client: {} ({}), `client.py {}`".format(
-                record["cpu"], record["cores"], record["linux"], record["client"], record["client_python"],
-                record["load"]), ""] + [
+            "Machine: {}, `client.py {}`".format(machine.format(**record), record["load"]), ""] + [
         "- {}: {} ({})".format(p["label"], p["build"], p["where"]) for p in record["pythons"]] + ["",
         "| server | " + " | ".join(["{} (msgs per server CPU-s)".format(labels[0])] + labels[1:] + [
             "{} / {} (median of rounds, range)".format(label, labels[0]) for label in labels[1:]]) + " |",

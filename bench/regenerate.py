@@ -24,7 +24,6 @@ import re
 import shlex
 import socket
 import ssl
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,7 +31,7 @@ from pathlib import Path
 # client.py's API alone (client.API): figures written as client.py does; drawn by draw.py
 import draw
 import held  # bench/held.py: what a held client costs, its records read as the table reads them (most_held())
-from common import SERVERS, TLS_SERVERS, client, provenance, without_paths
+from common import SERVERS, TLS_SERVERS, client, provenance, run_client, without_paths
 # The scripts whose records RESULTS.md says as they print them: markdown(), stop_cycles.text(), scaling's TABLE and row()
 import idle_clients
 import python_versions
@@ -46,7 +45,8 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 PLAIN = [s for s in SERVERS if s not in TLS_SERVERS]
-CLIENT = [sys.executable, "client.py", "--all", "--json"]
+CLIENT = [sys.executable, "client.py", "--all", "--json"]  # a part's command, which run_client() runs
+COMMAND_LIMIT = 4 * 3600  # seconds a part's command may run: the longest here (held.py, a million) take 15 minutes
 SHARED = "shared_socket --accept all,shared_socket --accept one,shared_socket --accept exclusive,reuseport," \
          "prefork,selectors_process"
 RUNS = 7  # the spread part's single runs
@@ -144,11 +144,13 @@ def measure(name):
     commands = commands() if callable(commands) else commands  # worked out from the parts before it
     print("== {}: {}".format(name, about), flush=True)
     started, outputs, failed = time.monotonic(), [], []
-    for command in commands:
-        done = subprocess.run(command, cwd=ROOT, stdout=subprocess.PIPE, text=True, start_new_session=True)
-        outputs.append(done.stdout)
+    for command in commands:  # what it prints kept, its stderr on ours, as run_client() runs every measurement
+        done = run_client(command=command, cwd=ROOT, timeout=COMMAND_LIMIT, stderr=None)
+        outputs.append(done.out)
         if done.returncode:
-            failed.append("`{}` exited with status {}".format(" ".join(command[1:]), done.returncode))
+            failed.append("`{}` {}".format(" ".join(command[1:]), "did not finish in {:g} s".format(COMMAND_LIMIT)
+                                           if done.wall_s >= COMMAND_LIMIT else "exited with status {}".format(
+                                               done.returncode)))
     if kind == "json":  # client.py prints one JSON document; soak.py lines, then its result as the last one
         try:
             kept = [json.loads(out if name != "soak" else out.strip().splitlines()[-1]) for out in outputs]

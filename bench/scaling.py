@@ -34,8 +34,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-# client: client.py, for its cpu_model()
-from common import ROOT, Server, client, kill_group, provenance, run_client, table
+from common import ROOT, Server, kill_group, provenance, run_client, table
 
 SERVERS = ["echo_reuseport.py", "echo_shared_socket.py", "echo_selectors_process.py", "echo_prefork.py",
            "echo_epoll.py", "echo_thread.py", "echo_prethread.py", "echo_threadpool.py", "echo_select_pool.py"]
@@ -173,9 +172,8 @@ def row(s):
 
 
 def machine(cores):
-    where = provenance()
-    return {"cpu": client.cpu_model(), "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores,
-            "linux": where["linux"], "python": where["python"]}
+    """provenance() (the machine, its Python with the GIL on or off, Linux, the commit) and the cores laid out."""
+    return {**provenance(), "cpus": sum(map(len, cores)), "physical_cores": len(cores), "cores": cores}
 
 
 def fail(message):
@@ -224,9 +222,8 @@ def main():
     info = machine(cores)
     load = args.load or "client.py --procs <one per load CPU>"
     head = ["Each server pinned to N CPUs, the load ({}) to every CPU on a physical core the server does not use; "
-            "{} on {} ({} CPUs, {} physical cores), Linux {}, Python {}; medians of {} runs.".format(
-                load, platform.node(), info["cpu"], info["cpus"], info["physical_cores"], info["linux"],
-                info["python"], args.reps)]
+            "{} on {} {} ({} CPUs, {} physical cores); medians of {} runs.".format(
+                load, platform.node(), info["machine"], info["linux"], info["cpus"], info["physical_cores"], args.reps)]
     if max(ns) < 2:
         head.append("N=1 only: the server on one core, the load on the rest. Scaling needs more cores: on a "
                     "machine with 2K physical cores this measures N = 1, 2, 4, ... up to K.")
@@ -255,7 +252,7 @@ def main():
     if not any(full.values()):
         print("No run's load filled its CPUs: msgs/s is the servers'.")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"machine": info, "load": load, "reps": args.reps, "scale": args.scale,
+    Path(args.out).write_text(json.dumps({**info, "load": load, "reps": args.reps, "scale": args.scale,
                                           "runs": runs, "summary": done}, indent=1) + "\n")
     return 1 if any(s["failed"] for s in done) else 0
 

@@ -26,7 +26,6 @@ Threads: 8 client threads, but 2 for echo_simple.py (one client at a time, backl
 import argparse
 import json
 import os
-import platform
 import random
 import socket
 import sys
@@ -34,7 +33,9 @@ import tempfile
 import threading
 import time
 
-from common import PROCESS_SERVERS, TIMEOUT, Server, group_pids, recv_exactly, reset, steady, wait_until  # TIMEOUT: any one socket operation
+# TIMEOUT: any one socket operation
+from common import (PROCESS_SERVERS, TIMEOUT, Server, group_pids, provenance, recv_exactly, reset, steady,
+                    wait_until)
 THREADS = {"echo_simple.py": 2}  # one client at a time: more threads only wait in its backlog of 5
 DEFAULT_THREADS = 8
 KINDS = ("a", "b", "c", "d", "e")
@@ -203,7 +204,7 @@ def soak(script, warmup=3000, connections=9000, step=3000, threads=None, max_gro
     use_pss = script in PROCESS_SERVERS
     say = report or (lambda line: None)
     deadline = time.monotonic() + time_limit
-    result = {"server": script, "python": platform.python_version(), "threads": threads, "warmup": warmup,
+    result = {"server": script, **provenance(), "threads": threads, "warmup": warmup,
               "connections": connections, "metric": "PSS" if use_pss else "RSS", "samples": []}
     with tempfile.TemporaryDirectory() as folder:
         server = Server(script, folder, ["-q", *server_args], source=source)

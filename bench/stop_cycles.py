@@ -19,14 +19,19 @@ import sys
 import tempfile
 import time
 
-from common import PYTHON, SERVERS, stop_under_load
+from common import PYTHON, SERVERS, provenance, stop_under_load
+
+SERVER_PYTHON = ("import platform, sys, sysconfig; print(platform.python_version() + (', free-threaded, GIL ' + ("
+                 "'on' if getattr(sys, '_is_gil_enabled', lambda: True)() else 'off') "
+                 "if sysconfig.get_config_var('Py_GIL_DISABLED') else ''))")
 
 
 def text(record):
     """The record as a person reads it: three servers a line, then each cycle that failed."""
     said = ["{} {}/{} failed ({:.0f} s)".format(s["server"], len(s["failures"]), record["cycles"], s["seconds"])
             for s in record["servers"]]
-    return "\n".join(["Python {}, {} cycles each, seed {}".format(record["python"], record["cycles"], record["seed"])] +
+    python = record.get("server_python", record["python"])  # "python": the servers' in records before provenance()
+    return "\n".join(["Python {}, {} cycles each, seed {}".format(python, record["cycles"], record["seed"])] +
                      ["; ".join(said[i:i + 3]) for i in range(0, len(said), 3)] +
                      ["{}, cycle {}: {}".format(s["server"], i, what) for s in record["servers"]
                       for i, what in s["failures"]])
@@ -40,9 +45,9 @@ def main():
     parser.add_argument("--json", action="store_true", help="print the record as JSON (what is said goes to stderr)")
     args = parser.parse_args()
     seed = random.randrange(1 << 32) if args.seed is None else args.seed
-    version = subprocess.run([*PYTHON, "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, check=True).stdout.strip()  # the servers', ECHO_PYTHON's
-    record = {"python": version, "cycles": args.cycles, "seed": seed, "servers": []}
+    # The servers' Python (ECHO_PYTHON's), as client.machine() names this one's: free-threaded or not, GIL on or off.
+    version = subprocess.run([*PYTHON, "-c", SERVER_PYTHON], capture_output=True, text=True, check=True).stdout.strip()
+    record = {**provenance(), "server_python": version, "cycles": args.cycles, "seed": seed, "servers": []}
     for script in args.servers:
         failures, started, rng = [], time.monotonic(), random.Random(seed)
         for i in range(args.cycles):

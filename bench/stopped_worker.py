@@ -22,7 +22,7 @@ import sys
 import tempfile
 import time
 
-from common import Server, run_client, wait_for_workers
+from common import Server, provenance, run_client, wait_for_workers
 
 DURATION = 4.0  # seconds of arrivals
 STOP_AT = 1.0  # seconds into the arrivals
@@ -85,7 +85,7 @@ def main():
     args = parser.parse_args()
     if not 0 < args.stop < DURATION - STOP_AT:
         parser.error("--stop must end before the arrivals do ({:g} s)".format(DURATION - STOP_AT))
-    record = {"workers": args.workers, "rate": args.rate, "duration_s": DURATION, "stop_at_s": STOP_AT,
+    record = {**provenance(), "workers": args.workers, "rate": args.rate, "duration_s": DURATION, "stop_at_s": STOP_AT,
               "stop_s": args.stop, "runs": []}
     table = sys.stderr if args.json else sys.stdout
     print("\n".join(head(record)), file=table, flush=True)

@@ -35,14 +35,13 @@ import argparse
 import json
 import os
 import re
-import resource
+import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
-from common import CERT, CLIENT_CORE, KEY, SERVER_CORE, Server, group_cpu_seconds, pin, provenance, run_client
+from common import CERT, CLIENT_CORE, KEY, SERVER_CORE, Server, pin, provenance, run_client
 
 TLS_FLAGS = ["--tls", "--cafile", str(CERT)]
 CERT_FLAGS = ["--cert", str(CERT), "--key", str(KEY)]
@@ -163,16 +162,15 @@ def s_time(script, flags, procs, seconds=5):
         try:
             command = ["openssl", "s_time", "-connect", "127.0.0.1:{}".format(server.port), "-new",
                        "-CAfile", str(CERT), "-time", str(seconds)]
-            children = resource.getrusage(resource.RUSAGE_CHILDREN)
-            before, start = group_cpu_seconds(server.pid), time.monotonic()
-            runs = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     preexec_fn=pin([CLIENT_CORE])) for _ in range(procs)]
-            outs = [p.communicate(timeout=seconds + 30)[0] for p in runs]
-            wall, used = time.monotonic() - start, group_cpu_seconds(server.pid) - before
-            after = resource.getrusage(resource.RUSAGE_CHILDREN)
-            count = sum(int(re.search(r"(\d+) connections in [\d.]+s", out).group(1)) for out in outs)
-            client = after.ru_utime - children.ru_utime + after.ru_stime - children.ru_stime
-            return count, used, client, wall
+            # procs of them at once, as one command that waits for them all: run_client() reads the server's CPU
+            # around it, and its own (theirs: the shell waits for each) and the time.
+            run = run_client(command=["sh", "-c", "for _ in $(seq {}); do {} 2>/dev/null & done; wait".format(
+                procs, shlex.join(command))], cores=[CLIENT_CORE], server=server.pid, timeout=seconds + 30)
+            counts = re.findall(r"(\d+) connections in [\d.]+s;", run.out)
+            if len(counts) != procs:
+                sys.exit("openssl s_time against {}: {} of {} runs said how many connections: {!r}".format(
+                    script, len(counts), procs, run.out[-300:]))
+            return sum(map(int, counts)), run.server_cpu_s, run.load_cpu_s, run.wall_s
         finally:
             server.kill()
 
@@ -244,10 +242,9 @@ def main():
     if len(os.sched_getaffinity(0)) < 2:
         parser.error("needs two cores: one for the server, one for the client")
     import ssl
-    where = provenance()
-    record = {"python": where["python"], "openssl": ssl.OPENSSL_VERSION, "commit": where["commit"],
-              "server_core": SERVER_CORE, "client_core": CLIENT_CORE, "rounds": args.rounds, "costs": [],
-              "connections": [], "rates": args.rates, "stime_procs": args.stime_procs, "handshakes": []}
+    record = {**provenance(), "openssl": ssl.OPENSSL_VERSION, "server_core": SERVER_CORE, "client_core": CLIENT_CORE,
+              "rounds": args.rounds, "costs": [], "connections": [], "rates": args.rates,
+              "stime_procs": args.stime_procs, "handshakes": []}
     out = sys.stderr if args.json else sys.stdout
 
     def show(*lines):

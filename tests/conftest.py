@@ -32,11 +32,11 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def start_server(tmp_path):
-    """start_server(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()) -> a running Server
-    (see bench/common.py's Server); all are killed at the end."""
-    def make(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=()):
+    """start_server(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=(), cores=()) -> a
+    running Server (see bench/common.py's Server); all are killed at the end."""
+    def make(script, *args, rlimits=None, prelude=None, source=None, wrap=(), python=(), cores=()):
         folder = tempfile.mkdtemp(prefix="run", dir=tmp_path)
-        return Server(script, folder, args, rlimits, prelude, source, wrap, python)
+        return Server(script, folder, args, rlimits, prelude, source, wrap, python, cores)
 
     yield from started_and_stopped(make, Server.kill, ready=Server.wait_for_port)
 

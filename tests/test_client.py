@@ -18,6 +18,7 @@ import pytest
 from helpers import (CERT, KEY, PYTHON, ROOT, RUN, SERVERS, TIMEOUT, UNIX_ONLY, WINE, children_of, client, client_json,
                      echo_processes, group_gone, kill_group, python_with_client, queue_capacity, started_and_stopped,
                      steady, unix_interpreter, wait_until)
+from common import pin  # bench/common.py (helpers put bench/ on the path): the one way a process is pinned
 
 import draw  # bench/draw.py (helpers put bench/ on the path): the Markdown of --all's records
 
@@ -560,7 +561,8 @@ def test_help_is_grouped_with_examples_and_no_empty_defaults():
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to one of two CPUs")
 def test_procs_defaults_to_the_cpus_it_may_run_on():
     """Pinned (taskset, a container's cpuset), one worker process per CPU it may use, not per CPU of the machine."""
-    pinned = client("--help", timeout=TIMEOUT, prelude="import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})")
+    pinned = subprocess.run([*PYTHON, str(ROOT / "client.py"), "--help"], capture_output=True, text=True,
+                            timeout=TIMEOUT, preexec_fn=pin([min(os.sched_getaffinity(0))]))
     assert "one per CPU it may run on, 1)" in " ".join(pinned.stdout.split()), pinned.stdout + pinned.stderr
     whole = client("--help", timeout=TIMEOUT).stdout
     assert "one per CPU it may run on, {})".format(len(os.sched_getaffinity(0))) in " ".join(whole.split())

@@ -59,6 +59,33 @@ def test_no_path_of_the_measuring_machine_is_in_the_results():
         assert not found, "{} names paths of the machine it was measured on: {}".format(name, found)
 
 
+def test_the_bench_scripts_usage_speaks_of_the_pack():
+    """bench/*.py's docstrings (their usage lines above all) name no lock file of the developers' and no home
+    folder of the machine they were written on: a reader runs them as written on theirs."""
+    import ast
+    import re
+    for path in sorted((ROOT / "bench").glob("*.py")):
+        docstrings = [ast.get_docstring(node, clean=False) or "" for node in ast.walk(ast.parse(path.read_text()))
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        found = re.findall(r"/tmp/bench\.lock|/root/\S*|/home/\S*", "\n".join(docstrings))
+        assert not found, "bench/{}'s docstrings name paths of a developer's machine: {}".format(path.name, found)
+
+
+def test_a_record_of_bench_names_its_machine_and_python_through_provenance():
+    """bench/common.py's provenance() is the one source of a record's machine, Python and Linux (client.machine()
+    says whether a free-threaded build ran with the GIL): no other script of bench/ asks platform, os or client.py
+    for them itself. An interpreter asked about itself in a subprocess (the servers' Python) is not this one."""
+    import ast
+    own = {("platform", "python_version"), ("platform", "release"), ("platform", "python_implementation"),
+           ("platform", "processor"), ("os", "cpu_count"), ("client", "cpu_model"), ("client", "machine"),
+           ("sys", "_is_gil_enabled")}
+    asked = ["{}:{} {}.{}".format(path.name, node.lineno, node.value.id, node.attr)
+             for path in sorted((ROOT / "bench").glob("*.py")) if path.name != "common.py"
+             for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)
+             and isinstance(node.value, ast.Name) and (node.value.id, node.attr) in own]
+    assert not asked, asked
+
+
 def test_bench_draws_with_client_py_through_its_api_alone():
     """bench/draw.py and bench/regenerate.py read client.py's --json output back and write figures, tables and
     charts with what client.py declares for them (client.API), each named in CLIENT.md and each function
@@ -252,6 +279,39 @@ def kept(tmp_path, monkeypatch, **records):
     return regenerate
 
 
+def test_pin_is_the_one_place_a_process_is_pinned():
+    """bench/common.py's pin() (and Server(cores=), which uses it) pins every process bench/ and the tests pin: no
+    other script calls sched_setaffinity, nor hands a server a prelude that does."""
+    call = "sched_setaffinity" + "("
+    found = [path.relative_to(ROOT).as_posix() for path in sorted([*(ROOT / "bench").glob("*.py"),
+                                                                   *(ROOT / "tests").glob("*.py")])
+             if call in path.read_text() and path.name != "common.py"]
+    assert not found, found
+    assert (ROOT / "bench" / "common.py").read_text().count(call) == 1
+
+
+def test_a_part_runs_its_commands_through_run_client_and_keeps_what_they_print(tmp_path, monkeypatch, capfd):
+    """measure() runs a part's commands one after another as run_client() runs a measurement: what each prints is
+    the record kept (the part's NAME.json), its stderr goes to ours, and a command that fails, or runs past
+    COMMAND_LIMIT (killed, its process group with it), is named in the part's failures, the others' records kept."""
+    regenerate = kept(tmp_path, monkeypatch)
+    say = "import sys; print({!r}); print('working', file=sys.stderr)"
+    monkeypatch.setitem(regenerate.PARTS, "made-up", ("json", "two made-up commands", [
+        [sys.executable, "-c", say.format('{"messages": 1}')], [sys.executable, "-c", say.format('{"messages": 2}')]]))
+    regenerate.measure("made-up")
+    assert json.loads((tmp_path / "made-up.json").read_text()) == [{"messages": 1}, {"messages": 2}]
+    assert capfd.readouterr().err.count("working") == 2
+    part = json.loads((tmp_path / "meta.json").read_text())["parts"]["made-up"]
+    assert part["failed"] == [] and part["commands"][1] == "... and 1 more like it"
+    monkeypatch.setattr(regenerate, "COMMAND_LIMIT", 1)
+    monkeypatch.setitem(regenerate.PARTS, "made-up", ("json", "one fails, one does not finish", [
+        [sys.executable, "-c", "import sys; sys.exit(3)"], [sys.executable, "-c", "import time; time.sleep(30)"]]))
+    regenerate.measure("made-up")
+    assert json.loads((tmp_path / "meta.json").read_text())["parts"]["made-up"]["failed"] == [
+        "`-c import sys; sys.exit(3)` exited with status 3", "`-c import time; time.sleep(30)` did not finish in 1 s",
+        "printed no figures: nothing kept"]
+
+
 def test_no_record_is_markdown():
     """Every part keeps a record that render() reads by field name (issue 50): JSON, or JSON lines for traces, never a
     script's printed table. Each "json" part's record is its PART.json. The outside 16-core measurement's folder keeps
@@ -277,6 +337,10 @@ def test_the_stops_are_said_from_their_record(tmp_path, monkeypatch):
         "Python 3.12.1, 5 cycles each, seed 7",
         "echo_0.py 0/5 failed (1 s); echo_1.py 0/5 failed (1 s); echo_2.py 0/5 failed (1 s)",
         "echo_3.py 1/5 failed (1 s)", "echo_3.py, cycle 2: no EOF"])
+    import stop_cycles  # a record since provenance(): "python" is bench's, "server_python" the servers' (ECHO_PYTHON)
+    record.update(python="3.11.7", machine="AMD EPYC, 2 cores, Python 3.11.7, Linux",
+                  server_python="3.14.0, free-threaded, GIL off")
+    assert stop_cycles.text(record).splitlines()[0] == "Python 3.14.0, free-threaded, GIL off, 5 cycles each, seed 7"
 
 
 
@@ -341,6 +405,12 @@ def test_the_pythons_table_and_the_pinned_figure_read_its_record(tmp_path, monke
     assert said[2] == "Machine: AMD EPYC, 2 cores, Linux 6.1; client: CPython 3.11.7 (pyenv's 3.11.7), `client.py " \
                       "--clients 100`" and said[5] == "- 3.13: CPython 3.13.0, -O3 (pyenv's 3.13.0)"
     assert said[-1] == "| echo_asyncio_protocol.py | 35,667 | 34,919 | 0.979 (0.951-1.052) |"
+    import python_versions  # a record since provenance(): its machine (the client's Python, the GIL) and Linux
+    for old in ("cpu", "cores", "client"):
+        del record[old]
+    record.update(machine="AMD EPYC, 2 cores, Python 3.11.7, Linux", python="3.11.7")
+    assert python_versions.markdown(record).splitlines()[2] == \
+        "Machine: AMD EPYC, 2 cores, Python 3.11.7, Linux 6.1; client: pyenv's 3.11.7, `client.py --clients 100`"
     monkeypatch.setattr(regenerate, "tables", lambda name: {"article-100": {"rows": [regenerate.client.Run(
         server="echo_asyncio_protocol.py", msgs_per_server_cpu_s=71333.2)]}} if name == "article" else {})
     assert regenerate.size_values()["protocol_pinned"] == "0.50x its article-100 figure, 35,667 against 71,333"

@@ -190,8 +190,8 @@ def test_work_values_five_percent_apart_are_told_apart(start_server):
     what the shared machine does meanwhile falls on both alike; both servers are pinned to one core, as a
     core that another load shares runs slower. A run is about 0.1 s of the server's CPU: 10 ms ticks
     could not tell 5 % apart."""
-    pin = "import os; os.sched_setaffinity(0, {{{}}})".format(min(os.sched_getaffinity(0)))
-    servers = [start_server("echo_epoll.py", "-q", "--work", str(work), prelude=pin) for work in (20000, 21500)]
+    core = [min(os.sched_getaffinity(0))]
+    servers = [start_server("echo_epoll.py", "-q", "--work", str(work), cores=core) for work in (20000, 21500)]
     socks = [server.connect() for server in servers]
     try:
         ratios = []

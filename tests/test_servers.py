@@ -22,6 +22,7 @@ from helpers import (HANDLED_IN_ANOTHER_THREAD, POOL_SERVERS, PROCESS_SERVERS, P
                      UNIX_ONLY, Server, children_of, exchange, group_gone, port_is_free, read_to_eof, reset,
                      roundtrip, send_while_reading, skip_where_unavailable, steady, tls_args, tls_wrap,
                      unix_interpreter, wait_for_workers, wait_until)
+from common import pin  # bench/common.py (helpers put bench/ on the path): the one way a process is pinned
 
 every_server = pytest.mark.parametrize("script", SERVERS)
 windows = pytest.mark.windows  # the Windows lane runs it, on the patterns that run there
@@ -46,7 +47,30 @@ def test_help_documents_every_flag(script):
 
 # The pool servers whose --workers defaults to one per CPU the process may run on.
 PER_CPU = sorted(s for s in POOL_SERVERS if "usable_cpu_count()" in (ROOT / s).read_text())
-PIN_ONE = "import os; os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})"  # a Server prelude: one CPU
+
+
+@pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2 or not os.path.isdir("/proc/self"),
+                    reason="pins to one of two CPUs, reads /proc")
+def test_the_harness_starts_a_server_on_another_interpreter_or_as_any_command_line(tmp_path, monkeypatch):
+    """bench/common.py's Server as python_versions.py and pinned_sweep.py --ceiling start theirs: a copy of the script
+    on the interpreter named (a folder it sees under the name inside=, as in a chroot) with only the environment
+    given; or any echo server's command line, run where we are, --port 0 added. Each pinned by cores=, each echoes."""
+    one = [min(os.sched_getaffinity(0))]
+    monkeypatch.chdir(ROOT)  # a command line's relative paths are ours, as the user typed them
+    for kind, more in (("interpreter", dict(interpreter=[sys.executable], inside=str(tmp_path / "interpreter"),
+                                            env={"PATH": os.defpath, "ECHO_ONLY": "1"})),
+                       ("program", dict(program=[sys.executable, "echo_epoll.py"]))):
+        (tmp_path / kind).mkdir()
+        server = Server("echo_epoll.py", tmp_path / kind, ["-q"], cores=one, **more)
+        try:
+            server.wait_for_port()
+            assert roundtrip(server, b"pinned" * 1000) == (b"pinned" * 1000, True)
+            assert os.sched_getaffinity(server.pid) == set(one)
+            environment = Path("/proc/{}/environ".format(server.pid)).read_bytes().split(b"\0")
+            assert (b"ECHO_ONLY=1" in environment) == (kind == "interpreter"), environment
+            assert (tmp_path / kind / "echo_epoll.py").exists() == (kind == "interpreter")  # a copy, or none
+        finally:
+            server.kill()
 
 
 @pytest.mark.skipif(len(getattr(os, "sched_getaffinity", lambda pid: ())(0)) < 2, reason="pins to one of two CPUs")
@@ -55,11 +79,11 @@ def test_a_pinned_server_starts_a_worker_per_cpu_it_may_run_on(script, start_ser
     """taskset, or a container's cpuset, leaves a process fewer CPUs than the machine has:
     os.cpu_count() would start a worker for each of the machine's."""
     assert PER_CPU == ["echo_reuseport.py", "echo_selectors_process.py", "echo_shared_socket.py"]
-    pinned = subprocess.run([sys.executable, "-c", PIN_ONE + "; import runpy, sys; sys.argv = [sys.argv[1], '--help']; "
-                             "runpy.run_path(sys.argv[0], run_name='__main__')", str(ROOT / script)],
-                            capture_output=True, text=True, timeout=TIMEOUT)
+    one = [min(os.sched_getaffinity(0))]
+    pinned = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True, text=True,
+                            timeout=TIMEOUT, preexec_fn=pin(one))
     assert "one per CPU it may run on, 1)" in " ".join(pinned.stdout.split()), pinned.stdout + pinned.stderr
-    server = start_server(script, "-q", prelude=PIN_ONE)
+    server = start_server(script, "-q", cores=one)
     wait_for_workers(server.pid, 1)
     assert steady(lambda: len(children_of(server.pid))) == 1  # and no second one after it
     unpinned = start_server(script, "-q")
