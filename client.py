@@ -903,10 +903,12 @@ def exited(proc):
     return lambda t: proc.poll() is not None or time.sleep(t) or proc.poll() is not None
 
 
-def measure(host, port, w, procs, trace=None, pid=None, unread=None):
-    """Run workload w against host:port; return the combined figures (and write each connection's life to the
-    file trace, if given). With w.hold, what the held connections cost the server (process pid, or None: unread
-    says why) and the kernel, read before they open and once all are held (held_memory())."""
+def measure(host, port, w, procs, read=None, why=None, trace=None, pid=None):
+    """Run workload w against host:port (each connection's life written to the file trace, if given): (record, why
+    its server's CPU is not in it or None, (before, after): read()'s two readings of it (a CPU, or None), or None).
+    With w.hold, what the held connections cost the server (process pid, or None: why says why) and the kernel,
+    read before they open and once all are held (held_memory())."""
+    cpu_before = read() if read else None
     # Open loop: how many are open at once is the server's doing, and EMFILE is counted: no clients to fit.
     procs = max(1, min(procs, round(w.rate * w.duration) if w.rate else w.clients))
     fit_descriptors(0 if w.rate else w.clients, procs)
@@ -929,13 +931,13 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
         for pipe in pipes:
             if not wait(pipe.poll, 60) or receive(pipe) != "ready":
                 die("a worker process did not start")
-        before = w.hold and not w.rate and held_memory(pid, unread)
+        before = w.hold and not w.rate and held_memory(pid, why)
         t0 = time.perf_counter()  # the run's start, on every process's clock (CLIENT.md, "A trace of each connection")
         go.set()
         if before:
             try:  # the workers wait here once all their connections are open, then for this reading
                 barrier.wait(finish_bound(w))
-                after = dict(held_memory(pid, unread), client=memory([os.getpid()] + [x.pid for x in workers]))
+                after = dict(held_memory(pid, why), client=memory([os.getpid()] + [x.pid for x in workers]))
                 barrier.wait(60)
             except threading.BrokenBarrierError:
                 after = None
@@ -954,7 +956,16 @@ def measure(host, port, w, procs, trace=None, pid=None, unread=None):
     if trace:
         write_trace(trace, t0, host, port, w, parts)
     result = (combine_open if w.rate else combine)(parts, w)
-    return held_figures(result, sum(p["held"] for p in parts), before, after) if before else result
+    result = held_figures(result, sum(p["held"] for p in parts), before, after) if before else result
+    if cpu_before is None:
+        return result, why, None
+    cpu_after = read()
+    used, why = cpu_after.since(cpu_before)
+    if used:
+        result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
+        if isinstance(result, Run):
+            per_server_cpu(result)
+    return result, why, (cpu_before, cpu_after)
 
 
 def held_memory(pid, unread):
@@ -1032,23 +1043,6 @@ def start_worker(worker, tries=3):
             note("a worker process did not start ({}): trying again".format(e))
 
 
-def measured(host, port, w, procs, read=None, why=None, trace=None, pid=None):
-    """measure(), with the server's CPU over the run where read() (a CPU, or None) can tell: (record, None,
-    (before, after): the two readings), or (record, why its server's CPU is not in it: why, where there is no
-    reading, None). pid: the server's process, for held connections' memory (where None, why says why)."""
-    before = read() if read else None
-    result = measure(host, port, w, procs, trace, pid, why)
-    if before is None:
-        return result, why, None
-    after = read()
-    used, why = after.since(before)
-    if used:
-        result.server_cpu_s, result.server_cpu_resolution_s = used.seconds, used.resolution
-        if isinstance(result, Run):
-            per_server_cpu(result)
-    return result, why, (before, after)
-
-
 def finish_bound(w):
     """Seconds a worker may take to finish w, every wait at its bound; at most a million (11 days), as a
     poll() takes no more than 24 days (--connects 10 --messages 50000 would ask for 58)."""
@@ -1068,10 +1062,8 @@ def receive(pipe):
 
 
 def timings(parts, key):
-    values = array.array("d")
-    for part in parts:
-        values.frombytes(part[key])
-    return sorted(values)
+    """The workers' seconds under key (array.array("d")'s bytes), sorted."""
+    return sorted(seconds for part in parts for seconds in array.array("d", part[key]))
 
 
 def percentile(ordered, q):
@@ -1374,7 +1366,7 @@ def sweep(host, port, rates, w, procs, name, server=None):
         if server is not None and not server.alive():
             result["failed"] = "exited with status {}".format(server.proc.returncode)
             break
-        step, why, _ = measured(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
+        step, why, _ = measure(host, port, dataclasses.replace(w, rate=rate), procs, server and server.cpu)
         steps.append(step)
         note("{} {}{}".format(name, "   ".join("{} {}".format(column(m), cell(m, v)) for _, m, v in shown(step, True)),
                               "; server CPU not measured: " + why if why else ""))
@@ -1869,7 +1861,7 @@ def run_all(args, scenarios, entries, skipped):
                 skip_runs(plan, step - 1, server, label, row["failed"])
             if row["failed"]:
                 continue
-            result, why, read = measured("127.0.0.1", server.port, server.load(load), procs, server.cpu,
+            result, why, read = measure("127.0.0.1", server.port, server.load(load), procs, server.cpu,
                                          pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up)
@@ -2405,7 +2397,7 @@ def one_server(args, local):
     short = pid and args.rate is None and too_few_descriptors(pid, args.clients)
     if short:  # before anything starts: never EMFILE half-way
         die("the server on port {}: {}".format(args.port, short))
-    result, why, _ = measured(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
+    result, why, _ = measure(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
                               why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))

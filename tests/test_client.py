@@ -198,7 +198,7 @@ def test_a_dead_server_counts_every_refusal_without_recursing():
         # measure() in a process of its own, single-threaded as client.py is when it forks.
         code = ("print(client.to_json(client.measure("
                 "'127.0.0.1', {}, client.Workload(clients=2, connects=3000, messages=1, size=8, timeout=2, "
-                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)))").format(probe.getsockname()[1])
+                "connect_timeout=2, budget=None, hold=False, connecting=100), 1)[0]))").format(probe.getsockname()[1])
         result = python_with_client(code, timeout=TIMEOUT * 6)
     assert result.returncode == 0, result.stderr
     figures = json.loads(result.stdout)

@@ -80,10 +80,10 @@ def fake_sweep(client, monkeypatch, made, rates, server=None):
     """client.sweep() over rates, each step the made-up one made(rate) returns instead of a measured one."""
     offered = []
 
-    def measured(host, port, w, procs, read=None):
+    def measure(host, port, w, procs, read=None):
         offered.append(w.rate)
         return made(w.rate), None, None
-    monkeypatch.setattr(client, "measured", measured)
+    monkeypatch.setattr(client, "measure", measure)
     monkeypatch.setattr(client, "note", lambda message: None)
     return client.sweep("127.0.0.1", 1, rates, client.Workload(), 1, "echo_made_up.py", server), offered
 
