@@ -1087,20 +1087,19 @@ def at_least(ordered, seconds):
 # ---- results: records whose fields say how every output writes them
 
 def figure(title, spec, line, unit="", when=False, table=False, text=None):
-    """A figure of a result record, declared once: its title, its format (a format spec, or a
-    function of the value) and unit drive the text (grouped in lines; text: its own (spec, unit)), the Markdown (a
-    column where table) and the JSON (its field name). A figure `when` applies only sometimes (held
-    connections, TLS, the server's CPU under --all): where it is None it is left out."""
-    return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
-                                                     "when": when, "table": table, "text": text})
+    """A figure of a result record, declared once: its title, its format (a format spec, or a function of the value)
+    and unit drive the text (grouped in lines; text: its own (function, unit)), the Markdown (a column where table)
+    and the JSON (its field name). A figure `when` applies only sometimes (held connections, TLS, the server's CPU
+    under --all): where it is None it is left out."""
+    return dataclasses.field(default=None, metadata=dict(title=title, spec=spec if callable(spec) else spec.format,
+                                                         line=line, unit=unit, when=when, table=table, text=text))
 
 
 def ms_text(value):
     """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
     if value is None or value == 0:
         return "-" if value is None else "0"
-    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
-        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
+    return "{:,.{}f}".format(value, 3 if value < 1 else 2 if value < 10 else 1 if value < 100 else 0)
 
 
 def resolution_text(seconds):
@@ -1153,10 +1152,8 @@ def client_figures(per, errors_column):
 def record(name, doc, figures):
     """A result record: a dataclass of figures, each with its title and format in its metadata, after
     the server it measured and why it failed (--all's rows)."""
-    cls = dataclasses.make_dataclass(name, [("server", object, None), ("failed", object, None)] + [
-        (key, object, f) for key, f in figures.items()])
-    cls.__doc__ = doc
-    return cls
+    return dataclasses.make_dataclass(name, [("server", object, None), ("failed", object, None)] + [
+        (key, object, f) for key, f in figures.items()], namespace={"__doc__": doc})
 
 
 IN_MS = (lambda seconds: ms_text(1000 * seconds), "ms")  # the article's seconds, as the text report's other times
@@ -1247,9 +1244,7 @@ def shown(r, table=False):
 
 def cell(m, value):
     """One figure written as text: "-" where there is none."""
-    if value is None:
-        return "-"
-    return m["spec"](value) if callable(m["spec"]) else m["spec"].format(value)
+    return "-" if value is None else m["spec"](value)
 
 
 def column(m):
@@ -1262,8 +1257,7 @@ def text_lines(r, marks={}):
     its mark where marks ({name: words}) has one."""
     lines = {}
     for name, m, value in shown(r):
-        title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
-            "" if m["title"] == m["line"] else m["title"]
+        title = "" if m["title"] == m["line"] else m["title"].removeprefix(m["line"] + " ")
         m = dict(m, spec=m["text"][0], unit=m["text"][1]) if m["text"] else m
         lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"], marks.get(name))
                                                         if x))
