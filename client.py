@@ -1336,7 +1336,6 @@ def combine_open(parts, w):
     started = sum(p["started"] for p in parts)
     figures = counted(parts, "started")
     rate, duration = w.rate, w.duration
-    start = min(p["start"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
     lasts = [p["last_start"] for p in parts if p["last_start"] is not None]
     # Starts per second from the first to the last: the offered rate, if the client kept its schedule.
@@ -1344,7 +1343,7 @@ def combine_open(parts, w):
     achieved = (started - 1) / spread if started > 1 and spread > 0 else float(rate if started else 0)
     done = [p["last_done"] for p in parts if p["last_done"] is not None]
     # Completions per second over the arrivals' duration, or longer when the replies came later.
-    span = max(duration, max(done) - start if done else 0.0)
+    span = max(duration, max(done) - min(p["start"] for p in parts) if done else 0.0)
     responses = timings(parts, "responses")
     if w.tls:
         figures.update(handshake_figures(parts, span))
@@ -1570,12 +1569,9 @@ def is_local(host):
     except OSError:
         return False
     for family, _, _, _, sockaddr in infos:
-        try:
-            with socket.socket(family, socket.SOCK_STREAM) as sock:
-                sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+        with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_STREAM) as sock:
+            sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
             return True
-        except OSError:
-            continue
     return False
 
 
@@ -1615,12 +1611,10 @@ def listening_server(port):
         except OSError:  # another user's process, or gone
             continue
         for fd in fds:
-            try:
+            with contextlib.suppress(OSError):  # closed meanwhile
                 if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
                     owners[p.pid] = p
                     break
-            except OSError:
-                continue
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
@@ -1736,9 +1730,8 @@ def server_entries(args):
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
-        asked = [(name if name.endswith(".py") else name + ".py", tuple(flags))
+        asked = [("echo_{}.py".format(name.removeprefix("echo_").removesuffix(".py")), tuple(flags))
                  for name, *flags in (item.split() for item in args.servers)]
-        asked = [(name if name.startswith("echo_") else "echo_" + name, flags) for name, flags in asked]
         unknown = {name for name, _ in asked} - {s.name for s in scripts}
         if unknown:
             die("no such server here: " + ", ".join(sorted(unknown)))
@@ -1866,9 +1859,8 @@ def run_all(args, scenarios, entries, skipped):
             result, why, read = measured("127.0.0.1", server.port, server.load(load), procs, server.cpu,
                                          pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
-            if rep and spread:  # each worker's CPU in this run (not the warm-up)
-                for pid, used in spread.items():
-                    row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
+            if rep and spread:  # each worker's CPU in this run (not the warm-up), added to its runs' before
+                row["worker_cpu"].update({pid: row["worker_cpu"].get(pid, 0.0) + used for pid, used in spread.items()})
             note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
                 step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                 result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
