@@ -1123,7 +1123,6 @@ COUNT, RATE, SHARE = "{:,}", "{:,.0f}", "{:.0%}"
 YES = lambda value: "yes" if value else "no"  # a flag in words
 MB = "{:.2f}"  # megabytes a second
 CPU_S = "{:.3f}"  # CPU seconds to the millisecond: finer than the 10 ms tick, so a reader sees the figure's digits
-WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.612/0.394"
 # The handshake's figures (--tls), the same in closed and open loop.
 TLS_FIGURES = {"tls_version": figure("tls version", str, "tls", when=True),
                "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
@@ -1185,8 +1184,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", YES, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
-    "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU(CPU_S.format(x) for x in s), "server", "s",
-                           when=True, table=True),
+    "worker_cpu_s": figure("CPU per worker", lambda s: "/".join(CPU_S.format(x) for x in s), "server", "s",
+                           when=True, table=True),  # each worker's CPU seconds, busiest first: "0.612/0.394"
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
     "held_connections": figure("memory held", COUNT, "memory", when=True),
@@ -1485,15 +1484,13 @@ def processes():
         return None
     found = []
     for entry in entries:
-        try:
-            with open("/proc/{}/stat".format(entry)) as f:
-                # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
-                name, fields = f.read().rsplit(")", 1)
-        except OSError:  # it ended while we looked
-            continue
-        fields = fields.split()
-        found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
-                             int(fields[13]) + int(fields[14]), int(fields[19]), name.split("(", 1)[1]))
+        with contextlib.suppress(OSError), open("/proc/{}/stat".format(entry)) as f:  # OSError: it ended meanwhile
+            # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
+            name, fields = f.read().rsplit(")", 1)
+            fields = fields.split()
+            found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0],
+                                 int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[19]),
+                                 name.split("(", 1)[1]))
     return found
 
 
@@ -1582,14 +1579,10 @@ def listening_sockets(port):
         return None
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = [line.split() for line in f.readlines()[1:]]
-        except OSError:
-            continue
-        # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
-        inodes |= {row[9] for row in rows
-                   if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+        with contextlib.suppress(OSError), open(table) as f:
+            # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
+            inodes |= {row[9] for row in (line.split() for line in f.readlines()[1:])
+                       if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
     return inodes
 
 
@@ -1606,15 +1599,12 @@ def listening_server(port):
     for p in processes() or ():
         if p.pid == os.getpid():
             continue
-        try:
-            fds = os.listdir("/proc/{}/fd".format(p.pid))
-        except OSError:  # another user's process, or gone
-            continue
-        for fd in fds:
-            with contextlib.suppress(OSError):  # closed meanwhile
-                if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
-                    owners[p.pid] = p
-                    break
+        with contextlib.suppress(OSError):  # another user's process, or gone
+            for fd in os.listdir("/proc/{}/fd".format(p.pid)):
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
+                        owners[p.pid] = p
+                        break
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
