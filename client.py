@@ -1561,14 +1561,11 @@ def descendants(pid, table):
 
 def is_local(host):
     """Whether host is an address of this machine (the loopback, or one a socket may bind here)."""
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
-    for family, _, _, _, sockaddr in infos:
-        with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_STREAM) as sock:
-            sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
-            return True
+    with contextlib.suppress(OSError):  # a name that does not resolve
+        for family, _, _, _, sockaddr in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+            with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_STREAM) as sock:
+                sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
+                return True
     return False
 
 
@@ -2021,20 +2018,18 @@ def terminal_text(tables, sweeps=(), skipped=None, without=(), steps=False):
         lines += wrapped(table_heading(table) + ", median of the measured runs.")
         figures = dict(figures_of(Run))
         carried = [name for name in TERMINAL_COLUMNS if any(getattr(r, name) is not None for r in good)]
-        heads = ["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]
-        rows = [[str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
-                for n, r in enumerate(good, 1)]
-        widths = [max(len(row[i]) for row in [heads] + rows) for i in range(len(heads))]
+        rows = [["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]] + [
+            [str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
+            for n, r in enumerate(good, 1)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         room = WIDTH - sum(widths) - 2 * (len(widths) - 1) + widths[1]  # what the server's names may take
         widths[1] = max(12, min(widths[1], room))
-        for row in [heads] + rows:
+        for row in rows:
             row[1] = row[1] if len(row[1]) <= widths[1] else row[1][:widths[1] - 3] + "..."
             lines.append("  ".join(text.ljust(width) if i == 1 else text.rjust(width)
                                    for i, (text, width) in enumerate(zip(row, widths))).rstrip())
-        for r in table["rows"]:
-            if r.failed:
-                lines += wrapped("- {} failed: {}".format(r.server, r.failed), "    ")
-        lines.append("")
+        lines += [line for r in table["rows"] if r.failed
+                  for line in wrapped("- {} failed: {}".format(r.server, r.failed), "    ")] + [""]
     if sweeps:
         lines += wrapped("{}: open loop, {} connections/s, {:g} s each; {}.".format(
             sweeps[0]["scenario"], rates_text(sweeps[0]["rates"]), sweeps[0]["workload"].duration, knee_rule_text()))
