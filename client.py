@@ -1319,8 +1319,7 @@ def combine(parts, w):
     rated = figures.get("echo_phase_s") or wall  # held connections: rates over the echo phase
     if w.tls:  # over the connect phase where the connections are held
         figures.update(handshake_figures(parts, figures.get("connect_phase_s") or wall))
-    # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
-    # did not is at least one message short.
+    # Timed (wrk): no count is known ahead; each connection that did not end cleanly is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
     rated_messages = messages - sum(p["held"] for p in parts) if w.idle is not None else messages  # less the first
     return Run(**figures, expected=expected, wall_s=wall, msgs_per_s=rated_messages / rated if rated else 0.0,
@@ -1495,11 +1494,10 @@ def processes():
 
 
 def cpu_of(p, tick=None):
-    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
-    /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
-    reaped children's ticks: (seconds, what its tick terms may be short by, threads running as read). A
-    thread running as it is read may not have its current stretch counted yet (the kernel adds it at the
-    next tick or switch): group_cpu() adds a tick of resolution for each."""
+    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time
+    (/proc/PID/task/*/schedstat), or its ticks where they say more (exited threads), plus its reaped children's ticks:
+    (seconds, what its tick terms may be short by, threads running as read). A thread running as read may lack its
+    current stretch (the kernel adds it at the next tick or switch): group_cpu() adds a tick of resolution for each."""
     tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
     live, running, schedstat = 0, 0, True
     try:
@@ -1612,9 +1610,8 @@ def listening_server(port):
 
 
 class RunningServer:
-    """An echo_*.py started on --port 0 -q in a session of its own, so that it and
-    all its children can be measured and stopped together. Each is kept in `started`:
-    main() stops those a run left, whatever ended it (a stop signal, an error)."""
+    """An echo_*.py started on --port 0 -q in a session of its own: it and all its children are measured and stopped
+    together. `started` keeps each: main() stops those a run left, whatever ended it (a stop signal, an error)."""
     started = []
 
     def __init__(self, script, work, extra=()):
@@ -1735,8 +1732,7 @@ def server_entries(args):
 
 
 def takes_uvloop(scripts):
-    """The scripts that take --uvloop, as each says in its --help: nothing is read from a server's source. An
-    option's line in argparse's help starts with it."""
+    """The scripts whose --help offers --uvloop (argparse starts an option's line with it); no source is read."""
     return [script for script, out in servers_help(scripts).items()
             if any(line.strip().startswith("--uvloop") for line in out.splitlines())]
 
@@ -1761,8 +1757,7 @@ def servers_help(scripts):
 
 
 def why_failed(result, w, name, warm_up=False):
-    """A failed run in words: what happened (in the warm-up, of workload w, where it was), and the pattern's known
-    limit."""
+    """A failed run in words: what happened (of workload w; in the warm-up where it was), and the pattern's limit."""
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
     text = "{:,} of {:,} messages echoed{}; {}".format(result.messages, result.expected, " in the warm-up ({})".format(
         describe(w)) if warm_up else "", happened)
@@ -1797,8 +1792,7 @@ def skipped_text(name, why):
 
 
 def sweep_all(args, swept, entries, skipped):
-    """Every server swept in open loop as swept (sweeps_from()'s), one after another (those that cannot run here go
-    to skipped)."""
+    """Every server swept in open loop as swept (sweeps_from()'s), in turn; those that cannot run here go to skipped."""
     (label, rates, w), results = swept, []
     for script, extra in entries:
         server = RunningServer(script, args.work, extra)
@@ -2109,8 +2103,7 @@ def knee_text(s, unit=""):
 
 
 def cpu_model():
-    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too), else
-    the platform's."""
+    """The processor's name: /proc/cpuinfo's model name (bench/scaling.py's records too), else the platform's."""
     try:
         with open("/proc/cpuinfo") as f:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
