@@ -1079,20 +1079,19 @@ def at_least(ordered, seconds):
 # ---- results: records whose fields say how every output writes them
 
 def figure(title, spec, line, unit="", when=False, table=False, text=None):
-    """A figure of a result record, declared once: its title, its format (a format spec, or a
-    function of the value) and unit drive the text (grouped in lines; text: its own (spec, unit)), the Markdown (a
-    column where table) and the JSON (its field name). A figure `when` applies only sometimes (held
-    connections, TLS, the server's CPU under --all): where it is None it is left out."""
-    return dataclasses.field(default=None, metadata={"title": title, "spec": spec, "line": line, "unit": unit,
-                                                     "when": when, "table": table, "text": text})
+    """A figure of a result record, declared once: its title, its format (a format spec, or a function of the value)
+    and unit drive the text (grouped in lines; text: its own (function, unit)), the Markdown (a column where table)
+    and the JSON (its field name). A figure `when` applies only sometimes (held connections, TLS, the server's CPU
+    under --all): where it is None it is left out."""
+    return dataclasses.field(default=None, metadata=dict(title=title, spec=spec if callable(spec) else spec.format,
+                                                         line=line, unit=unit, when=when, table=table, text=text))
 
 
 def ms_text(value):
     """Milliseconds with about three significant digits: 0.213, 4.27, 38.1, 1,204."""
     if value is None or value == 0:
         return "-" if value is None else "0"
-    return "{:,.3f}".format(value) if value < 1 else "{:,.2f}".format(value) if value < 10 else \
-        "{:,.1f}".format(value) if value < 100 else "{:,.0f}".format(value)
+    return "{:,.{}f}".format(value, 3 if value < 1 else 2 if value < 10 else 1 if value < 100 else 0)
 
 
 def resolution_text(seconds):
@@ -1116,7 +1115,6 @@ COUNT, RATE, SHARE = "{:,}", "{:,.0f}", "{:.0%}"
 YES = lambda value: "yes" if value else "no"  # a flag in words
 MB = "{:.2f}"  # megabytes a second
 CPU_S = "{:.3f}"  # CPU seconds to the millisecond: finer than the 10 ms tick, so a reader sees the figure's digits
-WORKER_CPU = "/".join  # each worker's CPU seconds, busiest first: "0.612/0.394"
 # The handshake's figures (--tls), the same in closed and open loop.
 TLS_FIGURES = {"tls_version": figure("tls version", str, "tls", when=True),
                "handshakes": figure("tls handshakes", COUNT, "tls", when=True),
@@ -1145,10 +1143,8 @@ def client_figures(per, errors_column):
 def record(name, doc, figures):
     """A result record: a dataclass of figures, each with its title and format in its metadata, after
     the server it measured and why it failed (--all's rows)."""
-    cls = dataclasses.make_dataclass(name, [("server", object, None), ("failed", object, None)] + [
-        (key, object, f) for key, f in figures.items()])
-    cls.__doc__ = doc
-    return cls
+    return dataclasses.make_dataclass(name, [("server", object, None), ("failed", object, None)] + [
+        (key, object, f) for key, f in figures.items()], namespace={"__doc__": doc})
 
 
 IN_MS = (lambda seconds: ms_text(1000 * seconds), "ms")  # the article's seconds, as the text report's other times
@@ -1180,8 +1176,8 @@ Run = record("Run", "A closed-loop run against one server, or the medians of --a
     # The client spent more CPU than the server: msgs/s is as much the client's figure as the server's.
     "client_bound": figure("client-bound", YES, "server", when=True, table=True),
     # A pool's workers, measured from outside (/proc): how the measured runs' work spread over them.
-    "worker_cpu_s": figure("CPU per worker", lambda s: WORKER_CPU(CPU_S.format(x) for x in s), "server", "s",
-                           when=True, table=True),
+    "worker_cpu_s": figure("CPU per worker", lambda s: "/".join(CPU_S.format(x) for x in s), "server", "s",
+                           when=True, table=True),  # each worker's CPU seconds, busiest first: "0.612/0.394"
     "busiest_cpu_share": figure("busiest worker's share", SHARE, "server", when=True, table=True),
     "even_share": figure("even share", SHARE, "server", when=True, table=True),
     "held_connections": figure("memory held", COUNT, "memory", when=True),
@@ -1239,9 +1235,7 @@ def shown(r, table=False):
 
 def cell(m, value):
     """One figure written as text: "-" where there is none."""
-    if value is None:
-        return "-"
-    return m["spec"](value) if callable(m["spec"]) else m["spec"].format(value)
+    return "-" if value is None else m["spec"](value)
 
 
 def column(m):
@@ -1254,8 +1248,7 @@ def text_lines(r, marks={}):
     its mark where marks ({name: words}) has one."""
     lines = {}
     for name, m, value in shown(r):
-        title = m["title"][len(m["line"]) + 1:] if m["title"].startswith(m["line"] + " ") else \
-            "" if m["title"] == m["line"] else m["title"]
+        title = "" if m["title"] == m["line"] else m["title"].removeprefix(m["line"] + " ")
         m = dict(m, spec=m["text"][0], unit=m["text"][1]) if m["text"] else m
         lines.setdefault(m["line"], []).append(" ".join(x for x in (title, cell(m, value), m["unit"], marks.get(name))
                                                         if x))
@@ -1318,8 +1311,7 @@ def combine(parts, w):
     rated = figures.get("echo_phase_s") or wall  # held connections: rates over the echo phase
     if w.tls:  # over the connect phase where the connections are held
         figures.update(handshake_figures(parts, figures.get("connect_phase_s") or wall))
-    # Timed (wrk): no count is known ahead; every connection must end cleanly, and each that
-    # did not is at least one message short.
+    # Timed (wrk): no count is known ahead; each connection that did not end cleanly is at least one message short.
     expected = messages + attempted - connections if w.seconds else attempted * w.messages
     rated_messages = messages - sum(p["held"] for p in parts) if w.idle is not None else messages  # less the first
     return Run(**figures, expected=expected, wall_s=wall, msgs_per_s=rated_messages / rated if rated else 0.0,
@@ -1334,7 +1326,6 @@ def combine_open(parts, w):
     started = sum(p["started"] for p in parts)
     figures = counted(parts, "started")
     rate, duration = w.rate, w.duration
-    start = min(p["start"] for p in parts)
     firsts = [p["first_start"] for p in parts if p["first_start"] is not None]
     lasts = [p["last_start"] for p in parts if p["last_start"] is not None]
     # Starts per second from the first to the last: the offered rate, if the client kept its schedule.
@@ -1342,7 +1333,7 @@ def combine_open(parts, w):
     achieved = (started - 1) / spread if started > 1 and spread > 0 else float(rate if started else 0)
     done = [p["last_done"] for p in parts if p["last_done"] is not None]
     # Completions per second over the arrivals' duration, or longer when the replies came later.
-    span = max(duration, max(done) - start if done else 0.0)
+    span = max(duration, max(done) - min(p["start"] for p in parts) if done else 0.0)
     responses = timings(parts, "responses")
     if w.tls:
         figures.update(handshake_figures(parts, span))
@@ -1484,24 +1475,21 @@ def processes():
         return None
     found = []
     for entry in entries:
-        try:
-            with open("/proc/{}/stat".format(entry)) as f:
-                # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
-                name, fields = f.read().rsplit(")", 1)
-        except OSError:  # it ended while we looked
-            continue
-        fields = fields.split()
-        found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0], int(fields[11]) + int(fields[12]),
-                             int(fields[13]) + int(fields[14]), int(fields[19]), name.split("(", 1)[1]))
+        with contextlib.suppress(OSError), open("/proc/{}/stat".format(entry)) as f:  # OSError: it ended meanwhile
+            # pid (name) state(0) ppid(1) pgrp(2) ... utime(11) stime(12) cutime(13) cstime(14) starttime(19)
+            name, fields = f.read().rsplit(")", 1)
+            fields = fields.split()
+            found.append(Process(int(entry), int(fields[1]), int(fields[2]), fields[0],
+                                 int(fields[11]) + int(fields[12]), int(fields[13]) + int(fields[14]), int(fields[19]),
+                                 name.split("(", 1)[1]))
     return found
 
 
 def cpu_of(p, tick=None):
-    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time from
-    /proc/PID/task/*/schedstat, or its ticks where they say more (threads that have exited), plus its
-    reaped children's ticks: (seconds, what its tick terms may be short by, threads running as read). A
-    thread running as it is read may not have its current stretch counted yet (the kernel adds it at the
-    next tick or switch): group_cpu() adds a tick of resolution for each."""
+    """The CPU of Process p, to the nanosecond where the kernel has schedstat: its live threads' time
+    (/proc/PID/task/*/schedstat), or its ticks where they say more (exited threads), plus its reaped children's ticks:
+    (seconds, what its tick terms may be short by, threads running as read). A thread running as read may lack its
+    current stretch (the kernel adds it at the next tick or switch): group_cpu() adds a tick of resolution for each."""
     tick = 1.0 / (tick or os.sysconf("SC_CLK_TCK"))
     live, running, schedstat = 0, 0, True
     try:
@@ -1563,17 +1551,11 @@ def descendants(pid, table):
 
 def is_local(host):
     """Whether host is an address of this machine (the loopback, or one a socket may bind here)."""
-    try:
-        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-    except OSError:
-        return False
-    for family, _, _, _, sockaddr in infos:
-        try:
-            with socket.socket(family, socket.SOCK_STREAM) as sock:
+    with contextlib.suppress(OSError):  # a name that does not resolve
+        for family, _, _, _, sockaddr in socket.getaddrinfo(host, None, type=socket.SOCK_STREAM):
+            with contextlib.suppress(OSError), socket.socket(family, socket.SOCK_STREAM) as sock:
                 sock.bind((sockaddr[0], 0) + tuple(sockaddr[2:]))
-            return True
-        except OSError:
-            continue
+                return True
     return False
 
 
@@ -1584,14 +1566,10 @@ def listening_sockets(port):
         return None
     inodes = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(table) as f:
-                rows = [line.split() for line in f.readlines()[1:]]
-        except OSError:
-            continue
-        # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
-        inodes |= {row[9] for row in rows
-                   if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
+        with contextlib.suppress(OSError), open(table) as f:
+            # local_address (hex IP:port), rem_address, st (0A: LISTEN), ..., inode (the 10th field)
+            inodes |= {row[9] for row in (line.split() for line in f.readlines()[1:])
+                       if len(row) > 9 and row[3] == "0A" and int(row[1].rsplit(":", 1)[1], 16) == port}
     return inodes
 
 
@@ -1608,17 +1586,12 @@ def listening_server(port):
     for p in processes() or ():
         if p.pid == os.getpid():
             continue
-        try:
-            fds = os.listdir("/proc/{}/fd".format(p.pid))
-        except OSError:  # another user's process, or gone
-            continue
-        for fd in fds:
-            try:
-                if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
-                    owners[p.pid] = p
-                    break
-            except OSError:
-                continue
+        with contextlib.suppress(OSError):  # another user's process, or gone
+            for fd in os.listdir("/proc/{}/fd".format(p.pid)):
+                with contextlib.suppress(OSError):  # closed meanwhile
+                    if os.readlink("/proc/{}/fd/{}".format(p.pid, fd)) in wanted:
+                        owners[p.pid] = p
+                        break
     if not owners:
         return None, "the process listening on port {} is not readable here (another user's: run client.py as " \
                      "that user)".format(port)
@@ -1629,9 +1602,8 @@ def listening_server(port):
 
 
 class RunningServer:
-    """An echo_*.py started on --port 0 -q in a session of its own, so that it and
-    all its children can be measured and stopped together. Each is kept in `started`:
-    main() stops those a run left, whatever ended it (a stop signal, an error)."""
+    """An echo_*.py started on --port 0 -q in a session of its own: it and all its children are measured and stopped
+    together. `started` keeps each: main() stops those a run left, whatever ended it (a stop signal, an error)."""
     started = []
 
     def __init__(self, script, work, extra=()):
@@ -1734,9 +1706,8 @@ def server_entries(args):
     scripts = sorted(HERE.glob("echo_*.py"))
     common = tuple(args.server_args.split()) if args.server_args else ()
     if args.servers:  # each a name, and flags for it after spaces: "shared_socket --accept one"
-        asked = [(name if name.endswith(".py") else name + ".py", tuple(flags))
+        asked = [("echo_{}.py".format(name.removeprefix("echo_").removesuffix(".py")), tuple(flags))
                  for name, *flags in (item.split() for item in args.servers)]
-        asked = [(name if name.startswith("echo_") else "echo_" + name, flags) for name, flags in asked]
         unknown = {name for name, _ in asked} - {s.name for s in scripts}
         if unknown:
             die("no such server here: " + ", ".join(sorted(unknown)))
@@ -1753,8 +1724,7 @@ def server_entries(args):
 
 
 def takes_uvloop(scripts):
-    """The scripts that take --uvloop, as each says in its --help: nothing is read from a server's source. An
-    option's line in argparse's help starts with it."""
+    """The scripts whose --help offers --uvloop (argparse starts an option's line with it); no source is read."""
     return [script for script, out in servers_help(scripts).items()
             if any(line.strip().startswith("--uvloop") for line in out.splitlines())]
 
@@ -1779,8 +1749,7 @@ def servers_help(scripts):
 
 
 def why_failed(result, w, name, warm_up=False):
-    """A failed run in words: what happened (in the warm-up, of workload w, where it was), and the pattern's known
-    limit."""
+    """A failed run in words: what happened (of workload w; in the warm-up where it was), and the pattern's limit."""
     happened = kinds_text(result.error_kinds, w) if result.error_kinds else "no error counted"
     text = "{:,} of {:,} messages echoed{}; {}".format(result.messages, result.expected, " in the warm-up ({})".format(
         describe(w)) if warm_up else "", happened)
@@ -1815,8 +1784,7 @@ def skipped_text(name, why):
 
 
 def sweep_all(args, swept, entries, skipped):
-    """Every server swept in open loop as swept (sweeps_from()'s), one after another (those that cannot run here go
-    to skipped)."""
+    """Every server swept in open loop as swept (sweeps_from()'s), in turn; those that cannot run here go to skipped."""
     (label, rates, w), results = swept, []
     for script, extra in entries:
         server = RunningServer(script, args.work, extra)
@@ -1864,9 +1832,8 @@ def run_all(args, scenarios, entries, skipped):
             result, why, read = measure("127.0.0.1", server.port, server.load(load), procs, server.cpu,
                                          pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
-            if rep and spread:  # each worker's CPU in this run (not the warm-up)
-                for pid, used in spread.items():
-                    row["worker_cpu"][pid] = row["worker_cpu"].get(pid, 0.0) + used
+            if rep and spread:  # each worker's CPU in this run (not the warm-up), added to its runs' before
+                row["worker_cpu"].update({pid: row["worker_cpu"].get(pid, 0.0) + used for pid, used in spread.items()})
             note("[{}/{}] {} {} {}: {:,.0f} msgs/s, {} errors{}".format(
                 step, len(plan), label, server.name, "warm-up" if rep == 0 else "run {}".format(rep),
                 result.msgs_per_s, result.errors, "; server CPU not measured: " + why if why else ""))
@@ -2037,20 +2004,18 @@ def terminal_text(tables, sweeps=(), skipped=None, without=(), steps=False):
         lines += wrapped(table_heading(table) + ", median of the measured runs.")
         figures = dict(figures_of(Run))
         carried = [name for name in TERMINAL_COLUMNS if any(getattr(r, name) is not None for r in good)]
-        heads = ["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]
-        rows = [[str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
-                for n, r in enumerate(good, 1)]
-        widths = [max(len(row[i]) for row in [heads] + rows) for i in range(len(heads))]
+        rows = [["rank", "server"] + [TERMINAL_COLUMNS[name] for name in carried]] + [
+            [str(n), r.server] + [cell(figures[name], getattr(r, name)) for name in carried]
+            for n, r in enumerate(good, 1)]
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         room = WIDTH - sum(widths) - 2 * (len(widths) - 1) + widths[1]  # what the server's names may take
         widths[1] = max(12, min(widths[1], room))
-        for row in [heads] + rows:
+        for row in rows:
             row[1] = row[1] if len(row[1]) <= widths[1] else row[1][:widths[1] - 3] + "..."
             lines.append("  ".join(text.ljust(width) if i == 1 else text.rjust(width)
                                    for i, (text, width) in enumerate(zip(row, widths))).rstrip())
-        for r in table["rows"]:
-            if r.failed:
-                lines += wrapped("- {} failed: {}".format(r.server, r.failed), "    ")
-        lines.append("")
+        lines += [line for r in table["rows"] if r.failed
+                  for line in wrapped("- {} failed: {}".format(r.server, r.failed), "    ")] + [""]
     if sweeps:
         lines += wrapped("{}: open loop, {} connections/s, {:g} s each; {}.".format(
             sweeps[0]["scenario"], rates_text(sweeps[0]["rates"]), sweeps[0]["workload"].duration, knee_rule_text()))
@@ -2130,8 +2095,7 @@ def knee_text(s, unit=""):
 
 
 def cpu_model():
-    """The processor's name: /proc/cpuinfo's model name where there is one (bench/scaling.py's records too), else
-    the platform's."""
+    """The processor's name: /proc/cpuinfo's model name (bench/scaling.py's records too), else the platform's."""
     try:
         with open("/proc/cpuinfo") as f:
             return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
