@@ -1733,9 +1733,11 @@ HELP = {}  # what each server's --help printed (servers_help()): asked once
 
 
 def servers_help(scripts):
-    """{script: what its --help prints} (asked of all at once, each once; "" where it says nothing in 30 s)."""
+    """{script: what its --help prints} (asked of all at once, each once; "" where it says nothing in 30 s), without
+    the colours 3.14's argparse adds where FORCE_COLOR asks for them."""
     asked = [(script, subprocess.Popen([sys.executable, str(script), "--help"], stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL))
+                                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                       env=dict(os.environ, PYTHON_COLORS="0")))
              for script in scripts if script not in HELP]
     try:
         for _, proc in asked:
@@ -2452,8 +2454,9 @@ def main(argv=None):
     except KeyboardInterrupt as e:  # a wait saw a stop signal (Ctrl-C, or one to this process alone)
         note("interrupted")
         return 128 + e.args[0]
-    except OSError as e:  # writing the output: its reader went away (| head; Windows says EINVAL), or a full disk
-        if e.errno not in (errno.EPIPE, errno.EINVAL, errno.ENOSPC):
+    except OSError as e:  # writing the output: its reader went away (| head; Windows' C runtime: EINVAL), or a full
+        # disk; a failed Windows call (winerror) that Python maps to EINVAL too is not the output's
+        if e.errno not in (errno.EPIPE, errno.EINVAL, errno.ENOSPC) or getattr(e, "winerror", None):
             raise
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # else the exit's own flush fails, loudly
         if e.errno == errno.ENOSPC:

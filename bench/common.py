@@ -467,10 +467,11 @@ def run_client(args=(), cores=(), server=None, timeout=600, meanwhile=None, labe
                cwd=None, stderr=subprocess.PIPE):
     """The one way bench/ runs a measurement: `client.py ARGS --json` (script: another client.py file; command:
     a whole command line instead, another load that prints JSON) in a session of its own, pinned to cores (pin());
-    meanwhile() runs first, while it measures; past timeout seconds, or if anything fails, its process group is
-    killed; stderr=None leaves its stderr on ours. With server (a pid that leads its process group), that group's
-    CPU is read before and after (client.py's counter: threads that have ended count too). With label, any failure,
-    error or lost message ends the benchmark, named by label. Returns its record, a Measured."""
+    meanwhile() runs first, while it measures; past timeout seconds, or if anything fails, its process group gets
+    SIGINT (client.py --all stops its servers), then SIGKILL 10 s on; stderr=None leaves its stderr on ours. With
+    server (a pid that leads its process group), that group's CPU is read before and after (client.py's counter:
+    threads that have ended count too). With label, any failure, error or lost message ends the benchmark, named by
+    label. Returns its record, a Measured."""
     command = command or [sys.executable, str(script or ROOT / "client.py"), *args, "--json"]
     children, started = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
     if server:
@@ -490,10 +491,14 @@ def run_client(args=(), cores=(), server=None, timeout=600, meanwhile=None, labe
                 ": " + err.strip()[-200:] if err is not None else " (its stderr says why)")}
     except subprocess.TimeoutExpired:
         figures = {"failed": "client.py did not finish in {:g} s".format(timeout)}
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
+    finally:  # past its bound, or stopped: SIGINT first, as Ctrl-C, so that it stops what it started (--all's
+        if proc.poll() is None:  # servers, each in a session of its own), then SIGKILL; what it printed is kept
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                out, err = proc.communicate(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                out, err = proc.communicate()
     run = Measured(figures=figures, out=out, returncode=proc.returncode, command=command,
                    cores=sorted(c for c in cores or () if c is not None),
                    wall_s=time.monotonic() - started, server_cpu_s=None, leader_cpu_s=None, provenance=provenance())

@@ -172,7 +172,8 @@ def measure(name):
         "started": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(time.time() - (time.monotonic() - started))),
         "when": where["when"]}
     meta.update(machine=where["machine"], openssl=ssl.OPENSSL_VERSION,
-                cores=len(os.sched_getaffinity(0)), host=socket.gethostname())
+                cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,  # macOS: none
+                host=socket.gethostname())
     (RESULTS / "meta.json").write_text(json.dumps(meta, indent=1) + "\n")
     print("== {}: {:.0f} s{}".format(name, time.monotonic() - started, "; " + "; ".join(failed) if failed else ""),
           flush=True)

@@ -1,4 +1,5 @@
 # SPDX-License-Identifier: 0BSD
+import os
 import signal
 import socketserver
 import ssl
@@ -10,6 +11,9 @@ import time
 import pytest
 
 from helpers import CERT, KEY, PIPED, ROOT, UNIX_ONLY, WINE, Server, started_and_stopped, unix_interpreter
+
+# What the tests read of a program's --help is plain text: 3.14's argparse colours it where FORCE_COLOR asks.
+os.environ["PYTHON_COLORS"] = "0"
 
 
 def pytest_collection_modifyitems(config, items):

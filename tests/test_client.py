@@ -169,6 +169,17 @@ def test_uvloop_support_is_what_the_servers_help_offers(tmp_path, source, offere
     assert client_module.takes_uvloop([script]) == ([script] if offered else [])
 
 
+def test_the_servers_help_is_read_without_colours(monkeypatch):
+    """A user's FORCE_COLOR makes 3.14's argparse colour --help even into a pipe: what client.py reads of the servers'
+    --help (--uvloop, the --workers default) is asked for plain (PYTHON_COLORS=0), so it reads the same."""
+    monkeypatch.delenv("PYTHON_COLORS", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    code = ("print(client.workers_of(['echo_prefork.py']), client.pool_workers(client.HERE / 'echo_prefork.py'), "
+            "[s.name for s in client.takes_uvloop([client.HERE / 'echo_asyncio_protocol.py'])])")
+    result = python_with_client(code)
+    assert result.stdout.split() == ["10", "10", "['echo_asyncio_protocol.py']"], result
+
+
 def test_all_adds_a_uvloop_row_for_exactly_the_servers_that_offer_it(tmp_path, client_module):
     """With uvloop importable (faked here), --all adds "<file> --uvloop" for each server whose --help
     offers --uvloop, in a copy of the servers (client.py reads no server's source): the rows must be exactly
