@@ -1832,7 +1832,7 @@ def run_all(args, scenarios, entries, skipped):
             if row["failed"]:
                 continue
             result, why, read = measure("127.0.0.1", server.port, server.load(load), procs, server.cpu,
-                                         pid=server.proc.pid)
+                                        pid=server.proc.pid)
             spread = read and pool_spread(*(cpu.children(server.proc.pid) for cpu in read))  # one reading each side
             if rep and spread:  # each worker's CPU in this run (not the warm-up), added to its runs' before
                 row["worker_cpu"].update({pid: row["worker_cpu"].get(pid, 0.0) + used for pid, used in spread.items()})
@@ -2364,7 +2364,7 @@ def one_server(args, local):
     if short:  # before anything starts: never EMFILE half-way
         die("the server on port {}: {}".format(args.port, short))
     result, why, _ = measure(args.host, args.port, w, args.procs, pid and (lambda: group_cpu(pid, 0.1, tree=True)),
-                              why, args.trace, pid)
+                             why, args.trace, pid)
     if not result.connections and set(result.error_kinds) == {"refused"}:  # it stopped listening meanwhile
         die("cannot connect to {}:{}: {}".format(args.host, args.port, os.strerror(errno.ECONNREFUSED)))
     if not args.tls and result.errors and not result.messages and speaks_tls(args.host, args.port, args.timeout):
