@@ -869,7 +869,7 @@ def million_values():
         lines.append("| {} | {} | {:,} | {:.0f} s | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} | {:,} pages "
                      "|".format("{:g} s{}".format(r["server_idle_timeout_s"], "" if " --timeout " in r["server"] else
                                                   " (its default)") if r["server_idle_timeout_s"] else
-                                "none (`--timeout 0`)", "on" if r.get("server_keepalive", True) else
+                                "none (`--timeout 0`)", "on" if r["server_keepalive"] else
                                 "off (`--no-keepalive`)", r["netdev_max_backlog"], f["connect_phase_s"],
             f["messages"] - f["connections"], f["connections"], kinds(r).get("reset", 0),
             kinds(r).get("closed early", 0), rise(r, "TCPAbortOnTimeout"), rise(r, "TCPKeepAlive"),
@@ -898,9 +898,9 @@ def million_values():
     if reset and all(rise(r, "TCPAbortOnTimeout") == kinds(r)["reset"] for r in reset if not r["server_idle_timeout_s"]):
         said.append("Without the idle timeout, each reset was a connection the kernel aborted on a timeout, a "
                     "retransmission's or keepalive's: TCPAbortOnTimeout rose by as many.")
-    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"] and r.get("server_keepalive", True)
+    keep = [r for r in reset if "TCPKeepAlive" in r["after"]["counters"] and r["server_keepalive"]
             and not r["server_idle_timeout_s"]]
-    bare = [r for r in runs if not r.get("server_keepalive", True)]
+    bare = [r for r in runs if not r["server_keepalive"]]
     if keep:
         source = (ROOT / "echo_reuseport.py").read_text()
         constant = lambda name: int(re.search(r"^{} = (\d+)".format(name), source, re.M).group(1))
@@ -912,11 +912,10 @@ def million_values():
                         constant("KEEPALIVE_IDLE"), constant("KEEPALIVE_COUNT"), constant("KEEPALIVE_INTERVAL"),
                         listing("{:,}".format(rise(r, "RetransSegs")) for r in keep),
                         listing("{:,}".format(rise(r, "TCPAbortOnTimeout")) for r in keep),
-                        keep[0].get("netdev_max_backlog", 0), listing("{:,}".format(rise(r, "softnet_dropped"))
-                                                                      for r in keep)))
+                        keep[0]["netdev_max_backlog"], listing("{:,}".format(rise(r, "softnet_dropped"))
+                                                               for r in keep)))
         clean = lambda rs: rs and not any(kinds(r).get("reset") or rise(r, "softnet_dropped") for r in rs)
-        longer = [r for r in runs if r.get("server_keepalive", True) and r["netdev_max_backlog"] > keep[0].get(
-            "netdev_max_backlog", 0)]
+        longer = [r for r in runs if r["server_keepalive"] and r["netdev_max_backlog"] > keep[0]["netdev_max_backlog"]]
         if clean(bare):
             said.append("Without the server's keepalive (bench/million.py --no-keepalive: its setsockopt() ignores "
                         "SO_KEEPALIVE), nothing was reset and no packet dropped.")

@@ -569,7 +569,7 @@ def million_run(timeout, errors, aborted, peak):
                           "RetransSegs": n // 10, "TCPKeepAlive": 3 * n}
     return {"server": "echo_reuseport.py --workers 67" + (" --timeout 0" if timeout == 0 else ""), "clients": 1000,
             "server_idle_timeout_s": timeout, "descriptors": 20000, "tcp_mem": [10, 20, 30],
-            "netdev_max_backlog": 1000,
+            "netdev_max_backlog": 1000, "server_keepalive": True,
             "command": "python3 client.py --port PORT --clients 1000 --connects 1 --messages 2 --hold --idle 3 "
                        "--procs 2 --timeout 120",
             "results": {"messages": 2000 - sum(errors.values()), "connections": 1000 - sum(errors.values()),
