@@ -168,8 +168,9 @@ def s_time(script, flags, procs, seconds=5):
                 procs, shlex.join(command))], cores=[CLIENT_CORE], server=server.pid, timeout=seconds + 30)
             counts = re.findall(r"(\d+) connections in [\d.]+s;", run.out)
             if len(counts) != procs:
-                sys.exit("openssl s_time against {}: {} of {} runs said how many connections: {!r}".format(
-                    script, len(counts), procs, run.out[-300:]))
+                sys.exit("openssl s_time against {}: {} of {} runs said how many connections (exit status {}, {:.0f} "
+                         "s of {} s at most): {!r}".format(script, len(counts), procs, run.returncode, run.wall_s,
+                                                          seconds + 30, run.out[-300:]))
             return sum(map(int, counts)), run.server_cpu_s, run.load_cpu_s, run.wall_s
         finally:
             server.kill()
