@@ -24,7 +24,6 @@ import argparse
 import json
 import math
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -57,8 +56,7 @@ def takes_workers(script):
     them, fewer descriptors each."""
     if script not in PROCESS_SERVERS:
         return False
-    said = subprocess.run([sys.executable, str(ROOT / script), "--help"], capture_output=True, text=True,
-                          timeout=30).stdout
+    said = client.servers_help([ROOT / script])[ROOT / script]  # plain text, asked once
     return any(line.strip().startswith("--workers") for line in said.splitlines())
 
 

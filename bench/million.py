@@ -27,7 +27,7 @@ import threading
 import time
 from pathlib import Path
 
-from common import ROOT, Server, children_of, provenance, run_client, wait_until
+from common import ROOT, Server, children_of, client, provenance, run_client, wait_until
 
 COUNTERS = {"TcpExt": ("TCPAbortOnMemory", "TCPAbortOnData", "TCPMemoryPressures", "TCPAbortOnClose",
                        "TCPAbortOnTimeout", "TCPAbortOnLinger", "TCPAbortFailed", "TCPRcvQDrop", "TCPBacklogDrop",
@@ -142,8 +142,7 @@ def measure(args):
         ["--timeout", "{:g}".format(args.server_timeout)] if args.server_timeout is not None else [])
     shape = ["--clients", str(args.clients), "--connects", "1", "--messages", "2", "--hold", "--idle",
              "{:g}".format(args.idle), "--procs", str(procs), "--timeout", "120"]
-    said = subprocess.run([sys.executable, "echo_reuseport.py", "--help"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=30).stdout
+    said = client.servers_help([ROOT / "echo_reuseport.py"])[ROOT / "echo_reuseport.py"]  # plain text
     idle = args.server_timeout if args.server_timeout is not None else float(re.search(
         r"\n\s*--timeout SECONDS[^(]*\(default: ([\d.]+)\)", said).group(1))  # its own default, as it says
     log = kernel_log()
